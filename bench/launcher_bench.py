@@ -1,0 +1,315 @@
+#!/usr/bin/python3
+"""Launcher benchmarks: ddprun against torchrun (the anchor), both measured in the same run.
+
+Usage: bench/launcher_bench.py [FILTER] [options]       (stdlib only; see docs/performance.md)
+
+FILTER is a substring of a benchmark name (launch, restart, cpu); empty runs all of them.
+Every benchmark prints one summary line per comparison,
+    <name>  ddprun median X ms  torchrun-anchor median Y ms  ratio Zx (goal ...)
+followed by indented detail lines (min/max/n). Exits non-zero if any launcher run fails.
+"""
+import argparse
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+NPROC = 8  # workers per launch, in every benchmark
+
+
+class BenchError(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------- running launchers
+
+def start(cmd, env=None, stderr=None):
+    # Own session, so a launcher that hangs can be killed together with its workers.
+    return subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=stderr, start_new_session=True)
+
+
+def reap(proc, cmd, timeout_s):
+    """Waits for the launcher; kills it and its workers if it outlives timeout_s."""
+    try:
+        proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise BenchError(f"timed out after {timeout_s:g} s: {' '.join(map(str, cmd))}")
+
+
+def failure(proc, cmd, stderr_file, why):
+    stderr_file.seek(0)
+    tail = stderr_file.read().decode(errors="replace")[-2000:]
+    return BenchError(f"{why} (exit {proc.returncode}): {' '.join(map(str, cmd))}\n{tail}")
+
+
+def timed_run(cmd, env=None, timeout_s=120):
+    """Wall time (ns) of one launcher run, from spawn to reaped exit."""
+    with tempfile.TemporaryFile() as err:  # a file, not a pipe: nothing to drain while timing
+        t0 = time.perf_counter_ns()
+        proc = start(cmd, env, err)
+        reap(proc, cmd, timeout_s)
+        t1 = time.perf_counter_ns()
+        if proc.returncode != 0:
+            raise failure(proc, cmd, err, "launcher failed")
+    return t1 - t0
+
+
+# ---------------------------------------------------------------------------- /proc helpers
+
+def proc_cpu_ns(pid):
+    """CPU time of a process's live threads, in ns: sum of the first schedstat field per task.
+
+    Precise (ns, not clock ticks), but misses threads that already exited; cpu_ticks_ms() is the
+    coarse cross-check that includes them.
+    """
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            total += int((task / "schedstat").read_text().split()[0])
+        except (FileNotFoundError, ProcessLookupError, IndexError, ValueError):
+            pass  # the thread ended between listing and reading
+    return total
+
+
+def cpu_ticks_ms(pid):
+    """utime + stime of the whole process (dead threads included), in ms; clock-tick resolution."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1000.0 / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(root):
+    """{pid: comm} of every process below root (children of children too)."""
+    children, comm = {}, {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        head, tail = stat.rsplit(")", 1)
+        pid, ppid = int(d.name), int(tail.split()[1])
+        comm[pid] = head.split("(", 1)[1]
+        children.setdefault(ppid, []).append(pid)
+    found, todo = {}, list(children.get(root, []))
+    while todo:
+        pid = todo.pop()
+        found[pid] = comm[pid]
+        todo += children.get(pid, [])
+    return found
+
+
+# ---------------------------------------------------------------------------- reporting
+
+def ms(ns):
+    return ns / 1e6
+
+
+def fmt(x):
+    return f"{x:.3g}" if x < 100 else f"{x:.0f}"
+
+
+def summary(name, ddp_ms, anchor_ms, anchor_label, goal):
+    """The one-line comparison; ratio = anchor median / ddprun median."""
+    d, a = statistics.median(ddp_ms), statistics.median(anchor_ms)
+    ratio = a / d if d > 0 else float("inf")
+    print(f"{name}  ddprun median {fmt(d)} ms  {anchor_label} median {fmt(a)} ms  "
+          f"ratio {ratio:.1f}x ({goal})", flush=True)
+
+
+def details(label, xs, extra=""):
+    print(f"    {label}: median {fmt(statistics.median(xs))}  min {fmt(min(xs))}  "
+          f"max {fmt(max(xs))} ms  n={len(xs)}{extra}", flush=True)
+
+
+def interleaved(n_ddp, n_anchor, run_ddp, run_anchor):
+    """Alternates the two launchers, so slow drift on a shared machine hits both alike."""
+    ddp, anchor = [], []
+    for i in range(max(n_ddp, n_anchor)):
+        if i < n_ddp:
+            ddp.append(run_ddp())
+        if i < n_anchor:
+            anchor.append(run_anchor())
+    return ddp, anchor
+
+
+# ---------------------------------------------------------------------------- the benchmarks
+
+def bench_launch(a):
+    """Launch and tear down 8 workers of /bin/true."""
+    ddp = [a.ddprun, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", "/bin/true"]
+    anc = [a.anchor, "--standalone", "--monitor_interval", "0.05", "--nproc_per_node", str(NPROC),
+           "--no_python", "/bin/true"]
+    for _ in range(a.warmup):  # page cache, Python bytecode cache
+        timed_run(ddp), timed_run(anc)
+    d, t = interleaved(a.launch_runs, a.launch_anchor_runs,
+                       lambda: ms(timed_run(ddp)), lambda: ms(timed_run(anc)))
+    summary("launch_teardown_8x_true", d, t, "torchrun-anchor", "goal >= 50x")
+    details("ddprun", d), details("torchrun-anchor", t)
+
+
+def restart_once(cmd):
+    """Latency (ms) from local rank 3's crash until the last of the 8 new workers is running."""
+    with tempfile.TemporaryDirectory(prefix="ddprun-restart-") as tmp:
+        env = dict(os.environ, RESTART_PROBE_DIR=tmp)
+        timed_run(cmd, env)
+        stamps = Path(tmp)
+        try:
+            crash = int((stamps / "crash.ns").read_text())
+            starts = [int((stamps / f"start.{r}.ns").read_text()) for r in range(NPROC)]
+        except FileNotFoundError as e:
+            raise BenchError(f"restart probe left no {Path(e.filename).name}: "
+                             f"did {cmd[0]} restart the group? ({' '.join(cmd)})")
+    return ms(max(starts) - crash)
+
+
+def bench_restart(a):
+    """Restart latency: one of 8 workers exits 1 on the first attempt, --max-restarts 1."""
+    ddp = [a.ddprun, "--standalone", "--nproc-per-node", str(NPROC), "--max-restarts", "1",
+           "--no-python", a.probe]
+    anc = [a.anchor, "--standalone", "--max_restarts", "1", "--monitor_interval", "0.1",
+           "--nproc_per_node", str(NPROC), "--no_python", a.probe]
+    if not os.access(a.probe, os.X_OK):
+        raise BenchError(f"no restart probe at {a.probe} (build it: scripts/build.sh)")
+    for _ in range(a.warmup):
+        restart_once(ddp), restart_once(anc)
+    d, t = interleaved(a.restart_runs, a.restart_anchor_runs,
+                       lambda: restart_once(ddp), lambda: restart_once(anc))
+    summary("restart_latency_8x", d, t, "torchrun-anchor(mi=0.1)", "goal ddprun <= 30 ms")
+    details("ddprun", d), details("torchrun-anchor(mi=0.1)", t)
+
+
+def cpu_once(cmd, sleep_s):
+    """The launcher's own CPU time (ms) from its start until just before its workers end.
+
+    Returns (schedstat total, schedstat while all workers sleep, utime+stime by clock ticks).
+    """
+    margin_s = min(0.5, sleep_s / 4)
+    with tempfile.TemporaryFile() as err:
+        proc = start(cmd, stderr=err)
+        try:
+            deadline = time.monotonic() + 120
+            while True:  # wait until all 8 workers have exec'd sleep
+                if proc.poll() is not None:
+                    raise failure(proc, cmd, err, "launcher ended before its workers were up")
+                if time.monotonic() > deadline:
+                    raise BenchError(f"workers not up after 120 s: {' '.join(cmd)}")
+                if sum(c == "sleep" for c in descendants(proc.pid).values()) >= NPROC:
+                    break
+                time.sleep(0.01)
+            t_up, cpu_up = time.monotonic(), proc_cpu_ns(proc.pid)
+            time.sleep(max(0.0, t_up + sleep_s - margin_s - time.monotonic()))
+            cpu_end, ticks = proc_cpu_ns(proc.pid), cpu_ticks_ms(proc.pid)
+        except BaseException:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            raise
+        reap(proc, cmd, sleep_s + 120)
+        if proc.returncode != 0:
+            raise failure(proc, cmd, err, "launcher failed")
+    return ms(cpu_end), ms(cpu_end - cpu_up), ticks
+
+
+def bench_cpu(a):
+    """The launcher's own CPU time while 8 workers run `/bin/sleep S`."""
+    s = a.cpu_sleep
+    work = ["/bin/sleep", f"{s:g}"]
+    ddp = [a.ddprun, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", *work]
+    anchors = [  # 1.13's default --monitor_interval is 5 s; 2.x's is 0.1 s, the fair anchor
+        ("torchrun-anchor(mi=0.1)", ["--monitor_interval", "0.1"]),
+        ("torchrun-anchor(mi=5)", []),
+    ]
+    name = f"idle_cpu_8x_sleep{s:g}"
+    print(f"# {name}: launcher CPU (sum of /proc/<pid>/task/*/schedstat) from its start until "
+          f"{min(0.5, s / 4):g} s before the workers end; also the part while all workers sleep, "
+          f"and utime+stime (tick resolution, includes exited threads)", flush=True)
+    results = []
+    for label, extra in anchors:
+        anc = [a.anchor, "--standalone", *extra, "--nproc_per_node", str(NPROC), "--no_python",
+               *work]
+        if not results:  # ddprun is measured once, interleaved with the first anchor
+            ddp_runs, anc_runs = interleaved(a.cpu_runs, a.cpu_anchor_runs,
+                                             lambda: cpu_once(ddp, s), lambda: cpu_once(anc, s))
+            results.append(("ddprun", ddp_runs))
+        else:
+            anc_runs = [cpu_once(anc, s) for _ in range(a.cpu_anchor_runs)]
+        results.append((label, anc_runs))
+    for label, runs in results[1:]:
+        summary(name, [r[0] for r in ddp_runs], [r[0] for r in runs], label, "goal ddprun < 10 ms")
+    for label, runs in results:
+        steady = statistics.median(r[1] for r in runs)
+        ticks = statistics.median(r[2] for r in runs)
+        details(label, [r[0] for r in runs],
+                f"; while all workers sleep {fmt(steady)} ms; utime+stime {fmt(ticks)} ms")
+
+
+BENCHMARKS = {
+    "launch_teardown_8x_true": bench_launch,
+    "restart_latency_8x": bench_restart,
+    "idle_cpu_8x_sleep": bench_cpu,
+}
+
+
+# ---------------------------------------------------------------------------- main
+
+def machine_header():
+    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
+                  if line.startswith("model name")), "?")
+    load = open("/proc/loadavg").read().split()[:3]
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {os.cpu_count()} CPUs  {model}  "
+          f"kernel {os.uname().release}  loadavg {' '.join(load)}")
+    busy = subprocess.run(["pgrep", "-f", "cc1plus"], capture_output=True, text=True).stdout.split()
+    if busy:
+        print(f"# WARNING: {len(busy)} compiler process(es) running; numbers will be noisy")
+    sys.stdout.flush()
+
+
+def main():
+    env = os.environ.get
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("filter", nargs="?", default="", help="substring of benchmark names to run")
+    p.add_argument("--ddprun", default=env("DDPRUN", str(REPO / "build/bin/ddprun")))
+    p.add_argument("--anchor", default=env("TORCHRUN_ANCHOR",
+                                           str(REPO.parent / "shared/tools/torchrun-anchor")))
+    p.add_argument("--probe", default=env("RESTART_PROBE", str(REPO / "build/bin/restart_probe")))
+    p.add_argument("--warmup", type=int, default=1, help="unrecorded runs of each launcher first")
+    p.add_argument("--launch-runs", type=int, default=15)
+    p.add_argument("--launch-anchor-runs", type=int, default=5)
+    p.add_argument("--restart-runs", type=int, default=9)
+    p.add_argument("--restart-anchor-runs", type=int, default=5)
+    p.add_argument("--cpu-sleep", type=float, default=10.0, help="seconds each worker sleeps")
+    p.add_argument("--cpu-runs", type=int, default=3)
+    p.add_argument("--cpu-anchor-runs", type=int, default=2)
+    p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
+    a = p.parse_args()
+
+    chosen = [n for n in BENCHMARKS if a.filter in n]
+    if a.list or not chosen:
+        print("\n".join(BENCHMARKS))
+        return 0 if chosen else 2
+    for tool in (a.ddprun, a.anchor):
+        if not os.access(tool, os.X_OK):
+            print(f"bench: {tool} is not executable", file=sys.stderr)
+            return 2
+    machine_header()
+    failed = 0
+    for name in chosen:
+        try:
+            BENCHMARKS[name](a)
+        except BenchError as e:
+            print(f"{name}  FAILED: {e}", flush=True)
+            failed += 1
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,271 @@
+#include "agent.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
+
+#include "console.hpp"
+#include "error_file.hpp"
+#include "errors.hpp"
+#include "output_plan.hpp"
+#include "reaper.hpp"
+#include "signal_names.hpp"
+#include "worker_env.hpp"
+
+namespace asio = boost::asio;
+
+namespace ddprun::launcher {
+namespace {
+
+void print_line(const std::string& text) { write_all(STDERR_FILENO, "ddprun: " + text + "\n"); }
+
+std::chrono::milliseconds grace_of(const LaunchConfig& config) {
+  return std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000.0));
+}
+
+std::string describe_exitcode(int exitcode) {
+  if (exitcode < 0) return "killed by " + signal_name(-exitcode);
+  return "exit code " + std::to_string(exitcode);
+}
+
+UniqueFd open_log_file(const std::filesystem::path& path) {
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw LaunchError("cannot open log file " + path.string() + ": " + std::strerror(errno));
+  return UniqueFd(fd);
+}
+
+}  // namespace
+
+Agent::Agent(AgentPlan plan)
+    : plan_(std::move(plan)),
+      child_exits_(io_, SIGCHLD),
+      stop_signals_(io_),
+      forwarded_signals_(io_),
+      oom_(OomWatch::for_this_process()) {}
+
+int Agent::run() {
+  const LaunchConfig& config = plan_.config;
+  become_subreaper();
+  for (int signo : config.signals_to_handle) stop_signals_.add(signo);
+  // Slurm warns of preemption with SIGUSR1/SIGUSR2: pass them on, the job goes on.
+  for (int signo : {SIGUSR1, SIGUSR2}) {
+    if (std::find(config.signals_to_handle.begin(), config.signals_to_handle.end(), signo) ==
+        config.signals_to_handle.end()) {
+      forwarded_signals_.add(signo);
+    }
+  }
+  wait_child_exits();
+  wait_stop_signals();
+  wait_forwarded_signals();
+
+  logs_.emplace(config.log_dir, config.rdzv_id);
+  // Held until the workers start, so the kernel, not a guess, says the port is free.
+  master_port_.emplace(io_, config.master_addr, config.standalone ? 0 : config.master_port);
+  master_port_number_ = master_port_->port();
+
+  if (defaults_omp_num_threads(plan_.env, config.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
+
+  try {
+    start_attempt();
+    io_.run();
+  } catch (...) {
+    if (group_) group_->signal_running(SIGKILL);
+    kill_remaining_children();
+    throw;
+  }
+  // Run what the last events posted (the retired group's release) while the loop still exists.
+  io_.restart();
+  io_.poll();
+
+  kill_remaining_children();
+  if (exit_status_ == kExitSuccess) logs_->remove_if_temporary();
+  return exit_status_;
+}
+
+std::vector<WorkerSpec> Agent::worker_specs() const {
+  const LaunchConfig& config = plan_.config;
+  std::vector<WorkerSpec> specs;
+  for (int local_rank = 0; local_rank < config.nproc_per_node; ++local_rank) {
+    WorkerSpec spec;
+    spec.local_rank = local_rank;
+    spec.rank = config.node_rank * config.nproc_per_node + local_rank;
+    spec.local_world_size = config.nproc_per_node;
+    spec.world_size = config.nproc_per_node;  // single node
+    spec.group_rank = config.node_rank;
+    spec.group_world_size = 1;
+    spec.role = config.role;
+    spec.role_rank = spec.rank;
+    spec.role_world_size = spec.world_size;
+    spec.master_addr = config.standalone ? "127.0.0.1" : config.master_addr;
+    spec.master_port = master_port_number_;
+    spec.restart_count = restart_count_;
+    spec.max_restarts = config.max_restarts;
+    spec.run_id = config.rdzv_id;
+    spec.use_agent_store = false;  // worker rank 0 hosts the store on MASTER_PORT
+    spec.cuda_visible_devices = plan_.devices.at(static_cast<std::size_t>(local_rank));
+    spec.executable = plan_.command.executable;
+    spec.argv = substitute_local_rank(plan_.command.argv, local_rank);
+    specs.push_back(std::move(spec));
+  }
+  return specs;
+}
+
+WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir) {
+  const LaunchConfig& config = plan_.config;
+  WorkerOutputPlan output = plan_output(config, local_rank);
+  const std::string& tmpl =
+      config.log_line_prefix_template.empty() ? std::string(kDefaultPrefixTemplate) : config.log_line_prefix_template;
+  auto route = [&](const StreamPlan& stream, int console_fd, const char* file_name) {
+    StreamRoute r;
+    if (stream.to_console) {
+      r.console_fd = console_fd;
+      if (stream.prefixed) {
+        r.prefix = expand_prefix(tmpl, config.role, config.node_rank * config.nproc_per_node + local_rank,
+                                 local_rank, plan_.hostname);
+        if (use_color(plan_.env, console_fd)) r.prefix = colorize(r.prefix, local_rank);
+      }
+    }
+    if (stream.to_file) {
+      attempt_log_files_.push_back(open_log_file(dir / file_name));
+      r.file_fd = attempt_log_files_.back().get();
+    }
+    return r;
+  };
+  return {route(output.out, STDOUT_FILENO, "stdout.log"), route(output.err, STDERR_FILENO, "stderr.log")};
+}
+
+void Agent::start_attempt() {
+  phase_ = Phase::running;
+  failures_.clear();
+  attempt_log_files_.clear();
+  error_files_.clear();
+
+  std::vector<WorkerSpec> specs = worker_specs();
+  std::vector<Environ> envs;
+  std::vector<WorkerRoutes> routes;
+  for (auto& spec : specs) {
+    auto dir = logs_->worker_dir(restart_count_, spec.local_rank);
+    spec.error_file = (dir / "error.json").string();
+    error_files_.push_back(spec.error_file);
+    envs.push_back(build_worker_env(plan_.env, spec));
+    routes.push_back(open_routes(spec.local_rank, dir));
+  }
+
+  oom_kills_at_attempt_start_ = oom_.read_kills();
+  group_ = std::make_unique<WorkerGroup>(
+      io_, [this](const WorkerExit& exit) { on_worker_exit(exit); }, [this] { on_group_done(); });
+  if (master_port_) master_port_->release();  // the workers' rank 0 binds it next
+  try {
+    group_->start(specs, envs, routes);
+  } catch (const LaunchError& error) {
+    fatal_error_ = error.what();
+    phase_ = Phase::stopping_after_failure;
+    group_->stop(SIGKILL, std::chrono::milliseconds(0));
+    if (group_->size() == 0) asio::post(io_, [this] { on_group_done(); });
+  }
+}
+
+void Agent::wait_child_exits() {
+  child_exits_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec) return;
+    // One SIGCHLD may stand for many exits. Failures reaped together all happened before we
+    // reacted, so all of them are reported, and the group is stopped once after the batch.
+    reap_exited_children([this](pid_t pid, int status) {
+      if (group_) group_->on_child_exit(pid, status);
+    });
+    if (!pending_failures_.empty() && phase_ == Phase::running) {
+      for (const auto& exit : pending_failures_) failures_.push_back(describe_failure(exit));
+      phase_ = Phase::stopping_after_failure;
+      group_->stop(SIGTERM, grace_of(plan_.config));
+    }
+    pending_failures_.clear();
+    wait_child_exits();
+  });
+}
+
+void Agent::on_worker_exit(const WorkerExit& exit) {
+  if (exit.exitcode != 0 && phase_ == Phase::running) pending_failures_.push_back(exit);
+}
+
+WorkerFailure Agent::describe_failure(const WorkerExit& exit) const {
+  WorkerFailure failure;
+  failure.local_rank = exit.local_rank;
+  failure.rank = plan_.config.node_rank * plan_.config.nproc_per_node + exit.local_rank;
+  failure.exitcode = exit.exitcode;
+  failure.pid = exit.pid;
+  failure.time = exit.time;
+  failure.host = plan_.hostname;
+  failure.error_file = error_files_.at(static_cast<std::size_t>(exit.local_rank));
+  failure.error = read_error_file(failure.error_file);
+  failure.stderr_tail = group_->stderr_tail_of(exit.local_rank);
+  if (exit.exitcode == -SIGKILL && oom_kills_at_attempt_start_) {
+    auto now = oom_.read_kills();
+    failure.oom_killed = now && *now > *oom_kills_at_attempt_start_;
+  }
+  return failure;
+}
+
+void Agent::wait_stop_signals() {
+  stop_signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    on_stop_signal(signo);
+    wait_stop_signals();
+  });
+}
+
+void Agent::wait_forwarded_signals() {
+  forwarded_signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
+    if (ec) return;
+    if (group_) group_->signal_running(signo);
+    wait_forwarded_signals();
+  });
+}
+
+void Agent::on_stop_signal(int signo) {
+  if (phase_ == Phase::stopping_for_signal) {
+    // Asked twice: the user will not wait for the grace period.
+    if (group_) group_->signal_running(SIGKILL);
+    return;
+  }
+  phase_ = Phase::stopping_for_signal;
+  stop_signal_ = signo;
+  if (group_) group_->stop(signo, grace_of(plan_.config));
+}
+
+void Agent::on_group_done() {
+  // The group's own handler is on the stack: let it go once this event is over.
+  asio::post(io_, [retired = std::move(group_)] {});
+  attempt_log_files_.clear();
+
+  if (!fatal_error_.empty()) {
+    print_line(fatal_error_);
+    return finish(kExitJobFailed);
+  }
+  if (phase_ == Phase::stopping_for_signal) {
+    print_line("received " + signal_name(stop_signal_) + ", workers stopped");
+    return finish(exit_status_for_signal(stop_signal_));
+  }
+  if (failures_.empty()) return finish(kExitSuccess);
+
+  const WorkerFailure& first = failures_.front();
+  if (restart_count_ < plan_.config.max_restarts) {
+    ++restart_count_;
+    print_line("rank " + std::to_string(first.rank) + " failed (" + describe_exitcode(first.exitcode) +
+               "); restarting the worker group, restart " + std::to_string(restart_count_) + " of " +
+               std::to_string(plan_.config.max_restarts));
+    return start_attempt();
+  }
+  write_all(STDERR_FILENO, format_failure_summary(plan_.config.program, failures_));
+  finish(kExitJobFailed);
+}
+
+void Agent::finish(int exit_status) {
+  exit_status_ = exit_status;
+  io_.stop();
+}
+
+}  // namespace ddprun::launcher

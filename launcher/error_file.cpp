@@ -1,0 +1,79 @@
+#include "error_file.hpp"
+
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+namespace ddprun::launcher {
+namespace {
+
+using nlohmann::json;
+
+std::string string_field(const json& object, const char* key) {
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+/// PyTorch's nested format writes the timestamp as a string, the flat one as an int; accept both in both.
+std::optional<std::int64_t> timestamp_field(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end()) return std::nullopt;
+  if (it->is_number_unsigned()) {
+    auto value = it->get<std::uint64_t>();
+    if (value > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) return std::nullopt;
+    return static_cast<std::int64_t>(value);
+  }
+  if (it->is_number_integer()) return it->get<std::int64_t>();
+  if (it->is_number_float()) {
+    double value = std::floor(it->get<double>());
+    // 2^63 is exactly representable; anything at or past it does not fit.
+    if (!(value >= -9223372036854775808.0 && value < 9223372036854775808.0)) return std::nullopt;
+    return static_cast<std::int64_t>(value);
+  }
+  if (it->is_string()) {
+    const auto& text = it->get_ref<const std::string&>();
+    std::int64_t value = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (ec == std::errc() && end == text.data() + text.size()) return value;
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ErrorFileContent> parse_error_file(std::string_view json_text) {
+  json document = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  if (!document.is_object()) return std::nullopt;  // also covers a parse error (a discarded value)
+
+  ErrorFileContent content;
+  auto message = document.find("message");
+  if (message != document.end() && message->is_object()) {
+    content.message = string_field(*message, "message");
+    auto extra = message->find("extraInfo");
+    if (extra != message->end() && extra->is_object()) {
+      content.traceback = string_field(*extra, "py_callstack");
+      content.timestamp_s = timestamp_field(*extra, "timestamp");
+    }
+  } else {
+    content.message = string_field(document, "message");
+    content.timestamp_s = timestamp_field(document, "timestamp");
+  }
+  return content;
+}
+
+std::optional<ErrorFileContent> read_error_file(const std::filesystem::path& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return std::nullopt;
+  std::string text;
+  char buffer[64 * 1024];
+  while (file.read(buffer, sizeof buffer) || file.gcount() > 0) {
+    text.append(buffer, static_cast<std::size_t>(file.gcount()));
+    if (text.size() > kMaxErrorFileBytes) return std::nullopt;
+  }
+  if (file.bad()) return std::nullopt;
+  return parse_error_file(text);
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,156 @@
+#include "failure_summary.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <ctime>
+#include <string_view>
+#include <tuple>
+#include <vector>
+
+#include "signal_names.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+constexpr std::size_t kMaxRuleWidth = 60;  // torchrun's bound
+constexpr std::string_view kNotAvailable = "<N/A>";
+constexpr std::string_view kTracebackLink =
+    "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html";
+constexpr std::string_view kOomKilled = "killed by the kernel's OOM killer";
+
+std::int64_t failure_time_s(const WorkerFailure& failure) {
+  if (failure.error && failure.error->timestamp_s) return *failure.error->timestamp_s;
+  return std::chrono::floor<std::chrono::seconds>(failure.time.time_since_epoch()).count();
+}
+
+/// Python's datetime.fromtimestamp(ts).isoformat(sep="_") for whole seconds.
+std::string local_time_text(std::int64_t epoch_s) {
+  auto time = static_cast<std::time_t>(epoch_s);
+  std::tm local{};
+  if (::localtime_r(&time, &local) == nullptr) return std::string(kNotAvailable);
+  return fmt::format("{:04}-{:02}-{:02}_{:02}:{:02}:{:02}", local.tm_year + 1900, local.tm_mon + 1,
+                     local.tm_mday, local.tm_hour, local.tm_min, local.tm_sec);
+}
+
+std::string_view trim_right(std::string_view text) {
+  auto end = text.find_last_not_of(" \t\r\n");
+  return end == std::string_view::npos ? std::string_view() : text.substr(0, end + 1);
+}
+
+/// Puts `indent` after every '\n', as torchrun does to keep a traceback inside its block.
+std::string indent_continuation(std::string_view text, std::string_view indent) {
+  std::string out;
+  for (char c : text) {
+    out += c;
+    if (c == '\n') out += indent;
+  }
+  return out;
+}
+
+std::string error_text(const ErrorFileContent& error) {
+  std::string traceback(trim_right(error.traceback));
+  std::string_view message = trim_right(error.message);
+  if (traceback.empty()) return std::string(message.empty() ? kNotAvailable : message);
+  // Python's traceback already ends with the message; a C++ backtrace may not.
+  if (!message.empty() && traceback.find(message) == std::string::npos) {
+    traceback += '\n';
+    traceback += message;
+  }
+  return traceback;
+}
+
+std::string traceback_text(const WorkerFailure& failure) {
+  std::vector<std::string> parts;
+  const bool signal_line = !failure.error && failure.exitcode < 0;
+  if (failure.error) {
+    parts.push_back(error_text(*failure.error));
+  } else if (signal_line) {
+    parts.push_back(fmt::format("Signal {} ({}) received by PID {}", -failure.exitcode,
+                                signal_name(-failure.exitcode), failure.pid));
+  }
+  if (failure.oom_killed) {
+    // On the signal line when there is one: it names the sender of that signal.
+    if (signal_line) {
+      parts.back() += ": ";
+    } else {
+      parts.emplace_back();
+    }
+    parts.back() += kOomKilled;
+  }
+  if (std::string_view tail = trim_right(failure.stderr_tail); !failure.error && !tail.empty()) {
+    parts.push_back("(last lines of stderr)\n  " + indent_continuation(tail, "  "));
+  }
+  if (parts.empty()) return std::string(kTracebackLink);
+  return fmt::format("{}", fmt::join(parts, "\n"));
+}
+
+std::string format_failure(const WorkerFailure& failure) {
+  return fmt::format(
+      "[{}]:\n"
+      "  time      : {}\n"
+      "  host      : {}\n"
+      "  rank      : {} (local_rank: {})\n"
+      "  exitcode  : {} (pid: {})\n"
+      "  error_file: {}\n"
+      "  traceback : {}",
+      failure.rank, local_time_text(failure_time_s(failure)), failure.host, failure.rank, failure.local_rank,
+      failure.exitcode, failure.pid, failure.error ? std::string_view(failure.error_file) : kNotAvailable,
+      indent_continuation(traceback_text(failure), "  "));
+}
+
+/// Python's len(): code points, which is what torchrun measures its lines in.
+std::size_t characters(std::string_view utf8) {
+  return static_cast<std::size_t>(std::count_if(
+      utf8.begin(), utf8.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+std::size_t widest_line(std::string_view text) {
+  std::size_t widest = 0;
+  while (true) {
+    auto end = text.find('\n');
+    widest = std::max(widest, characters(text.substr(0, end)));
+    if (end == std::string_view::npos) return widest;
+    text.remove_prefix(end + 1);
+  }
+}
+
+}  // namespace
+
+std::string format_failure_summary(const std::string& program, const std::vector<WorkerFailure>& failures) {
+  const std::string title = program + " FAILED";
+
+  auto earlier = [](const WorkerFailure& a, const WorkerFailure& b) {
+    return std::tuple(failure_time_s(a), a.time, a.rank) < std::tuple(failure_time_s(b), b.time, b.rank);
+  };
+  auto root = std::min_element(failures.begin(), failures.end(), earlier);
+
+  std::vector<const WorkerFailure*> others;
+  for (auto it = failures.begin(); it != failures.end(); ++it) {
+    if (it != root) others.push_back(&*it);
+  }
+  std::stable_sort(others.begin(), others.end(), [](auto* a, auto* b) { return a->rank < b->rank; });
+
+  std::size_t width = characters(title);
+  std::string root_text = root == failures.end() ? "  " + std::string(kNotAvailable) : format_failure(*root);
+  width = std::max(width, widest_line(root_text));
+  std::vector<std::string> other_texts;
+  for (const auto* failure : others) {
+    other_texts.push_back(format_failure(*failure));
+    width = std::max(width, widest_line(other_texts.back()));
+  }
+  width = std::min(width, kMaxRuleWidth);
+
+  const std::string border(width, '=');
+  const std::string section(width, '-');
+  return fmt::format(
+      "{border}\n{title}\n{section}\nFailures:\n{others}\n{section}\nRoot Cause (first observed failure):\n"
+      "{root}\n{border}\n",
+      fmt::arg("border", border), fmt::arg("title", title), fmt::arg("section", section),
+      fmt::arg("others", other_texts.empty() ? std::string("  <NO_OTHER_FAILURES>")
+                                             : fmt::format("{}", fmt::join(other_texts, "\n"))),
+      fmt::arg("root", root_text));
+}
+
+}  // namespace ddprun::launcher

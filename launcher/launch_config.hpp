@@ -1,0 +1,76 @@
+#pragma once
+/// LaunchConfig: the user's flags (command line > PET_* environment > default), validated,
+/// as one value. Everything downstream reads this and nothing else of argv.
+#include <csignal>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher {
+
+/// Which of a worker's standard streams a `-r`/`-t` setting covers (torchrun's Std).
+enum class StdStreams : unsigned { none = 0, out = 1, err = 2, both = 3 };
+
+inline bool covers_stdout(StdStreams s) { return (static_cast<unsigned>(s) & 1U) != 0; }
+inline bool covers_stderr(StdStreams s) { return (static_cast<unsigned>(s) & 2U) != 0; }
+
+/// `-r 3` (one value for every local rank) or `-r 0:1,1:2` (per local rank; ranks not listed: none).
+struct StreamSelection {
+  StdStreams all = StdStreams::none;
+  std::map<int, StdStreams> per_local_rank;  ///< when non-empty, `all` is ignored
+  StdStreams for_local_rank(int local_rank) const {
+    if (per_local_rank.empty()) return all;
+    auto it = per_local_rank.find(local_rank);
+    return it == per_local_rank.end() ? StdStreams::none : it->second;
+  }
+};
+
+/// How PROGRAM is started; decided from the flags and the program's name.
+enum class ProgramMode {
+  python_script,  ///< `PYTHON -u PROGRAM ARGS` (a `.py` file, or anything without --no-python that is not executable)
+  python_module,  ///< `PYTHON -u -m PROGRAM ARGS` (`-m`)
+  executable,     ///< exec PROGRAM ARGS directly (`--no-python`, or an executable file that is not `.py`)
+};
+
+struct LaunchConfig {
+  // Membership.
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int nproc_per_node = 1;  ///< resolved: `gpu`/`cpu`/`auto` already turned into a count
+  int node_rank = 0;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 29500;
+  std::string rdzv_backend = "static";
+  std::string rdzv_endpoint;  ///< as given, `host[:port]` or `[v6]:port`; empty when unset
+  std::string rdzv_id = "none";
+  std::map<std::string, std::string> rdzv_conf;
+  bool standalone = false;
+  std::string local_addr;  ///< empty = decide later
+
+  // Supervision.
+  int max_restarts = 0;
+  double monitor_interval_s = 0.1;  ///< accepted for compatibility; ddprun is event driven
+  double shutdown_timeout_s = 30.0;
+  std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
+  std::string role = "default";
+
+  // Devices: 0 = inherit CUDA_VISIBLE_DEVICES unchanged; k > 0 = k devices per worker.
+  int devices_per_worker = 0;
+
+  // Output.
+  std::string log_dir;  ///< empty = a fresh temporary folder
+  StreamSelection redirects;
+  StreamSelection tee;
+  std::optional<std::set<int>> local_ranks_filter;  ///< nothing = every local rank
+  std::string log_line_prefix_template;             ///< empty = `[${role_name}${local_rank}]:` on tee
+
+  // Program.
+  ProgramMode mode = ProgramMode::python_script;
+  bool run_path = false;
+  std::string program;                    ///< as given on the command line
+  std::vector<std::string> program_args;  ///< passed verbatim (after `${local_rank}` substitution)
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,66 @@
+/// ddprun: parse, plan, run. Every expected failure becomes one line on stderr and the exit
+/// status of the architecture page.
+#include <signal.h>
+#include <unistd.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+#include "agent.hpp"
+#include "cli.hpp"
+#include "console.hpp"
+#include "devices.hpp"
+#include "errors.hpp"
+#include "program.hpp"
+
+using namespace ddprun::launcher;
+
+namespace {
+
+std::string this_hostname() {
+  char name[HOST_NAME_MAX + 1] = {};
+  if (::gethostname(name, sizeof(name) - 1) != 0) return "localhost";
+  return name;
+}
+
+AgentPlan plan_job(const std::vector<std::string>& args) {
+  Environ env = current_environ();
+  LaunchConfig config = parse_command_line(args, env, read_host_facts(env));
+  if (config.max_nodes > 1) {
+    throw UsageError("--nnodes: " + std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes) +
+                     " asks for several nodes; this version of ddprun runs single-node jobs only");
+  }
+  std::vector<std::optional<std::string>> devices(static_cast<std::size_t>(config.nproc_per_node));
+  if (config.devices_per_worker > 0) {
+    auto assigned = assign_devices(visible_devices(env), config.devices_per_worker, config.nproc_per_node);
+    for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = assigned.at(i);
+  }
+  WorkerCommand command = resolve_program(config, env);
+  return AgentPlan{std::move(config), std::move(command), std::move(env), std::move(devices), this_hostname()};
+}
+
+int fail(const std::string& line, int status) {
+  write_all(STDERR_FILENO, "ddprun: " + line + "\n");
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A closed console must not kill the launcher before it has stopped its workers.
+  ::signal(SIGPIPE, SIG_IGN);
+  try {
+    Agent agent(plan_job(std::vector<std::string>(argv + 1, argv + argc)));
+    return agent.run();
+  } catch (const InfoRequested& info) {
+    write_all(STDOUT_FILENO, info.text);
+    return kExitSuccess;
+  } catch (const UsageError& error) {
+    return fail(std::string("error: ") + error.what() + " (see ddprun --help)", kExitUsage);
+  } catch (const LaunchError& error) {
+    return fail(error.what(), kExitJobFailed);
+  } catch (const std::exception& error) {
+    return fail(std::string("internal error: ") + error.what(), kExitJobFailed);
+  }
+}

@@ -1,0 +1,82 @@
+#include "reaper.hpp"
+
+#include <dirent.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher {
+namespace {
+
+/// The parent pid from /proc/<pid>/stat; the command name may hold spaces and ')' so the fields
+/// are read after the last ')'.
+pid_t parent_of(const std::string& pid_text) {
+  std::ifstream stat("/proc/" + pid_text + "/stat");
+  std::string line;
+  if (!std::getline(stat, line)) return -1;
+  auto close = line.rfind(')');
+  if (close == std::string::npos || close + 4 >= line.size()) return -1;
+  // ") S 1234 ..." : state, then ppid.
+  const char* begin = line.data() + close + 4;
+  const char* end = line.data() + line.size();
+  pid_t ppid = -1;
+  std::from_chars(begin, end, ppid);
+  return ppid;
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> children;
+  DIR* proc = ::opendir("/proc");
+  if (proc == nullptr) return children;
+  while (dirent* entry = ::readdir(proc)) {
+    pid_t pid = 0;
+    std::string_view name = entry->d_name;
+    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
+    if (ec != std::errc() || end != name.data() + name.size()) continue;
+    if (parent_of(entry->d_name) == parent) children.push_back(pid);
+  }
+  ::closedir(proc);
+  return children;
+}
+
+}  // namespace
+
+bool become_subreaper() { return ::prctl(PR_SET_CHILD_SUBREAPER, 1) == 0; }
+
+void reap_exited_children(const std::function<void(pid_t, int)>& on_exit) {
+  while (true) {
+    int status = 0;
+    pid_t pid = ::waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      on_exit(pid, status);
+      continue;
+    }
+    if (pid < 0 && errno == EINTR) continue;
+    return;  // 0: children remain but none has exited; -1/ECHILD: no children at all
+  }
+}
+
+int kill_remaining_children(int max_rounds) {
+  int killed = 0;
+  for (int round = 0; round < max_rounds; ++round) {
+    auto children = children_of(::getpid());
+    if (children.empty()) break;
+    for (pid_t pid : children) {
+      if (::kill(pid, SIGKILL) == 0) ++killed;
+    }
+    for (pid_t pid : children) {
+      while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+    }
+  }
+  return killed;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,60 @@
+#include "run_logs.hpp"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <system_error>
+
+#include "errors.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+std::string random_suffix() {
+  static constexpr char kAlphabet[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+  std::random_device device;
+  std::uniform_int_distribution<std::size_t> pick(0, sizeof(kAlphabet) - 2);
+  std::string suffix(8, ' ');
+  for (char& c : suffix) c = kAlphabet[pick(device)];
+  return suffix;
+}
+
+std::filesystem::path make_temporary_base() {
+  std::string pattern = (std::filesystem::temp_directory_path() / "ddprun_XXXXXX").string();
+  if (::mkdtemp(pattern.data()) == nullptr) {
+    throw LaunchError("cannot create a temporary log folder " + pattern + ": " + std::strerror(errno) +
+                      " (set --log-dir or TMPDIR)");
+  }
+  return pattern;
+}
+
+void create_folder(const std::filesystem::path& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw LaunchError("cannot create log folder " + dir.string() + ": " + ec.message());
+}
+
+}  // namespace
+
+RunLogs::RunLogs(const std::string& log_dir, const std::string& run_id) {
+  std::filesystem::path base = log_dir;
+  if (log_dir.empty()) base = temporary_base_ = make_temporary_base();
+  run_dir_ = base / (run_id + "_" + random_suffix());
+  create_folder(run_dir_);
+}
+
+std::filesystem::path RunLogs::worker_dir(int attempt, int local_rank) const {
+  auto dir = run_dir_ / ("attempt_" + std::to_string(attempt)) / std::to_string(local_rank);
+  create_folder(dir);
+  return dir;
+}
+
+void RunLogs::remove_if_temporary() const {
+  if (temporary_base_.empty()) return;
+  std::error_code ignored;  // best effort: a leftover temp folder is not worth failing a job for
+  std::filesystem::remove_all(temporary_base_, ignored);
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,35 @@
+#include "signal_names.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <csignal>
+#include <cstring>
+
+namespace ddprun::launcher {
+
+std::string signal_name(int signo) {
+  if (const char* abbrev = ::sigabbrev_np(signo)) return std::string("SIG") + abbrev;
+  return "signal " + std::to_string(signo);
+}
+
+std::optional<int> signal_from_name(std::string_view name) {
+  std::string upper(name);
+  std::transform(upper.begin(), upper.end(), upper.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  int number = 0;
+  auto [end, ec] = std::from_chars(upper.data(), upper.data() + upper.size(), number);
+  if (ec == std::errc() && end == upper.data() + upper.size()) {
+    if (number > 0 && number < NSIG) return number;
+    return std::nullopt;
+  }
+  std::string_view bare = upper;
+  if (bare.starts_with("SIG")) bare.remove_prefix(3);
+  for (int signo = 1; signo < NSIG; ++signo) {
+    const char* abbrev = ::sigabbrev_np(signo);
+    if (abbrev != nullptr && bare == abbrev) return signo;
+  }
+  return std::nullopt;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,37 @@
+#include "worker_env.hpp"
+
+namespace ddprun::launcher {
+
+bool defaults_omp_num_threads(const Environ& base, int local_world_size) {
+  return local_world_size > 1 && !base.contains("OMP_NUM_THREADS");
+}
+
+Environ build_worker_env(const Environ& base, const WorkerSpec& spec) {
+  Environ env = base;
+  auto set = [&env](const char* name, const std::string& value) { env[name] = value; };
+  auto set_int = [&set](const char* name, int value) { set(name, std::to_string(value)); };
+
+  set_int("LOCAL_RANK", spec.local_rank);
+  set_int("RANK", spec.rank);
+  set_int("GROUP_RANK", spec.group_rank);
+  set_int("ROLE_RANK", spec.role_rank);
+  set("ROLE_NAME", spec.role);
+  set_int("LOCAL_WORLD_SIZE", spec.local_world_size);
+  set_int("WORLD_SIZE", spec.world_size);
+  set_int("GROUP_WORLD_SIZE", spec.group_world_size);
+  set_int("ROLE_WORLD_SIZE", spec.role_world_size);
+  set("MASTER_ADDR", spec.master_addr);
+  set_int("MASTER_PORT", spec.master_port);
+  set_int("TORCHELASTIC_RESTART_COUNT", spec.restart_count);
+  set_int("TORCHELASTIC_MAX_RESTARTS", spec.max_restarts);
+  set("TORCHELASTIC_RUN_ID", spec.run_id);
+  // Python's bool spelling: PyTorch compares the string with "True".
+  set("TORCHELASTIC_USE_AGENT_STORE", spec.use_agent_store ? "True" : "False");
+  set("TORCHELASTIC_ERROR_FILE", spec.error_file);
+  env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  if (defaults_omp_num_threads(base, spec.local_world_size)) set("OMP_NUM_THREADS", "1");
+  if (spec.cuda_visible_devices) set("CUDA_VISIBLE_DEVICES", *spec.cuda_visible_devices);
+  return env;
+}
+
+}  // namespace ddprun::launcher

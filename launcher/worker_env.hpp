@@ -1,0 +1,23 @@
+#pragma once
+/// The environment of one worker: the launcher's own, plus the torchrun variables of the contract's
+/// section 2. Pure: a function of values, tested without processes.
+#include "environ.hpp"
+#include "worker_spec.hpp"
+
+namespace ddprun::launcher {
+
+/// `base` plus RANK, LOCAL_RANK, ..., TORCHELASTIC_*, MASTER_ADDR/PORT for `spec`. Variables the
+/// contract marks "unless already set" (OMP_NUM_THREADS, TORCH_NCCL_ASYNC_ERROR_HANDLING) keep the
+/// user's value.
+Environ build_worker_env(const Environ& base, const WorkerSpec& spec);
+
+/// True when ddprun sets OMP_NUM_THREADS=1 for the workers and so owes the user one warning.
+bool defaults_omp_num_threads(const Environ& base, int local_world_size);
+
+/// The warning printed once when `defaults_omp_num_threads` is true (torchrun's wording).
+inline constexpr const char* kOmpWarning =
+    "Setting OMP_NUM_THREADS environment variable for each process to be 1 in default, to avoid "
+    "your system being overloaded, please further tune the variable for optimal performance in "
+    "your application as needed.";
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,32 @@
+#pragma once
+/// WorkerSpec: everything that makes one worker of one attempt what it is. The agent fills it in
+/// from the config and the rendezvous; the worker group turns it into an environment and a process.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher {
+
+struct WorkerSpec {
+  int local_rank = 0;
+  int rank = 0;
+  int local_world_size = 1;
+  int world_size = 1;
+  int group_rank = 0;
+  int group_world_size = 1;
+  std::string role = "default";
+  int role_rank = 0;
+  int role_world_size = 1;
+  std::string master_addr;
+  int master_port = 0;
+  int restart_count = 0;
+  int max_restarts = 0;
+  std::string run_id;
+  bool use_agent_store = false;
+  std::string error_file;
+  std::optional<std::string> cuda_visible_devices;  ///< nothing = inherit the launcher's
+  std::string executable;                           ///< absolute path
+  std::vector<std::string> argv;                    ///< `${local_rank}` already substituted
+};
+
+}  // namespace ddprun::launcher

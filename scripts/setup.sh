@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs every Debian package ddprun needs to build, test, demo and benchmark.
+# Idempotent: packages already present are skipped without touching apt.
+set -euo pipefail
+
+packages=(
+  build-essential g++ cmake ninja-build pkg-config
+  libboost1.74-dev libboost-filesystem1.74-dev   # Asio (event loop, sockets), Process (spawning)
+  libcli11-dev libfmt-dev nlohmann-json3-dev
+  libgtest-dev
+  python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks
+  hyperfine procps iproute2
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "setup: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) != 0 ]]; then sudo="sudo"; fi
+echo "setup: installing ${missing[*]}"
+$sudo apt-get update -q
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,71 @@
+#pragma once
+/// Test harness: runs the real ddprun binary as a child process and collects what it did.
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace ddprun::testing {
+
+/// Paths of the binaries under test (set by CMake).
+std::string ddprun_binary();
+std::string test_worker_binary();
+
+struct Outcome {
+  int exit_status = -1;  ///< exit code, or 128+N when ddprun died of signal N
+  std::string out;
+  std::string err;
+};
+
+/// A fresh folder, removed when the object goes.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::filesystem::path& path() const { return path_; }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+/// A ddprun process started in the background; its stdout and stderr are collected on wait().
+/// It gets a TMPDIR of its own, so the log folders of failed runs go when the Launch goes.
+class Launch {
+ public:
+  explicit Launch(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {},
+                  const std::vector<std::string>& unset_env = {});
+  ~Launch();
+  Launch(const Launch&) = delete;
+  Launch& operator=(const Launch&) = delete;
+
+  pid_t pid() const { return pid_; }
+  void send(int signo) const;
+  /// Waits up to `timeout` for ddprun to exit (SIGKILLing it past that, failing the test).
+  Outcome wait(std::chrono::milliseconds timeout = std::chrono::seconds(60));
+
+ private:
+  TempDir tmp_;
+  pid_t pid_ = -1;
+  int out_fd_ = -1;
+  int err_fd_ = -1;
+  bool waited_ = false;
+};
+
+/// Runs ddprun to its end.
+Outcome run_ddprun(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {});
+
+/// Waits until `predicate` holds, up to `timeout`; returns whether it did.
+bool eventually(const std::function<bool()>& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(20));
+
+std::string read_file(const std::filesystem::path& path);
+/// KEY=VALUE lines as a map.
+std::map<std::string, std::string> parse_env_file(const std::filesystem::path& path);
+bool process_alive(pid_t pid);
+std::vector<std::string> split_lines(const std::string& text);
+
+}  // namespace ddprun::testing

@@ -1,0 +1,57 @@
+// The failure summary of real failures: exit code, signal, error file, stderr tail.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include "harness.hpp"
+
+using namespace ddprun::testing;
+
+TEST(Summary, ExitCodeOfTheRootCause) {
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", test_worker_binary(), "fail", "1", "42"});
+  EXPECT_EQ(outcome.exit_status, 1);
+  const std::string& s = outcome.err;
+  EXPECT_NE(s.find(test_worker_binary() + " FAILED"), std::string::npos) << s;
+  EXPECT_NE(s.find("Root Cause (first observed failure):"), std::string::npos) << s;
+  EXPECT_NE(s.find("[1]:"), std::string::npos) << s;
+  EXPECT_NE(s.find("rank      : 1 (local_rank: 1)"), std::string::npos) << s;
+  EXPECT_NE(s.find("exitcode  : 42 (pid: "), std::string::npos) << s;
+  EXPECT_NE(s.find("error_file: <N/A>"), std::string::npos) << s;
+}
+
+TEST(Summary, SignalDeathIsNamed) {
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", test_worker_binary(), "raise", "0",
+                                std::to_string(SIGSEGV)});
+  EXPECT_EQ(outcome.exit_status, 1);
+  EXPECT_NE(outcome.err.find("exitcode  : -11 (pid: "), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("Signal 11 (SIGSEGV) received by PID"), std::string::npos) << outcome.err;
+}
+
+TEST(Summary, ErrorFileGivesMessageAndTraceback) {
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", test_worker_binary(), "error-file", "1"});
+  EXPECT_EQ(outcome.exit_status, 1);
+  EXPECT_NE(outcome.err.find("ValueError: the loss became NaN"), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("File \"train.py\", line 7"), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("attempt_0/1/error.json"), std::string::npos) << outcome.err;
+}
+
+TEST(Summary, WithoutErrorFileTheStderrTailIsShown) {
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", test_worker_binary(), "stderr-fail", "0"});
+  EXPECT_EQ(outcome.exit_status, 1);
+  auto summary_at = outcome.err.find("Root Cause");
+  ASSERT_NE(summary_at, std::string::npos) << outcome.err;
+  std::string summary = outcome.err.substr(summary_at);
+  EXPECT_NE(summary.find("diagnostic line 30"), std::string::npos) << summary;
+  EXPECT_NE(summary.find("diagnostic line 11"), std::string::npos) << summary;  // the last 20 lines
+  EXPECT_EQ(summary.find("diagnostic line 10\n"), std::string::npos) << summary;
+}
+
+TEST(Summary, FailureKeepsTheLogFolder) {
+  Launch launch({"--standalone", test_worker_binary(), "error-file", "0"});
+  Outcome outcome = launch.wait();
+  EXPECT_EQ(outcome.exit_status, 1);
+  auto at = outcome.err.find("error_file: ");
+  ASSERT_NE(at, std::string::npos) << outcome.err;
+  auto end = outcome.err.find('\n', at);
+  std::string path = outcome.err.substr(at + 12, end - at - 12);
+  EXPECT_TRUE(std::filesystem::exists(path)) << path;
+}

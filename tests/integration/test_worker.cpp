@@ -1,0 +1,147 @@
+/// test_worker: the worker program of the launcher's integration tests. One binary, one behaviour
+/// per first argument, so each test says in its command line what its workers do.
+///
+///   env DIR                  write this worker's environment to DIR/env_<RANK>, exit 0
+///   fail RANK CODE           rank RANK exits with CODE after 100 ms; the others sleep until stopped
+///   raise RANK SIGNO         rank RANK raises SIGNO after 100 ms; the others sleep until stopped
+///   error-file RANK          rank RANK writes TORCHELASTIC_ERROR_FILE (torchrun's format), exits 1
+///   stderr-fail RANK         rank RANK prints 30 numbered lines to stderr, exits 3
+///   pid DIR [ignore-stop]    write DIR/pid_<RANK>, then sleep until stopped (optionally ignoring
+///                            SIGTERM, SIGINT, SIGHUP and SIGQUIT: only SIGKILL ends it)
+///   restart DIR FAILRANK     attempt 0: FAILRANK exits 1; later attempts: write DIR/restart_<RANK>_<n>, exit 0
+///   flood LINES              print LINES lines, each written in two pieces to provoke tearing
+///   signals DIR              record each SIGUSR1/SIGUSR2 received in DIR/usr_<RANK>; exit 0 on SIGTERM
+///   echo ARGS...             print the arguments, one a line
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
+
+extern char** environ;
+
+namespace {
+
+int env_int(const char* name) {
+  const char* value = std::getenv(name);
+  return value != nullptr ? std::atoi(value) : -1;
+}
+
+void sleep_until_stopped() {
+  for (;;) ::pause();
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path + ".tmp");
+  out << text;
+  out.close();
+  std::rename((path + ".tmp").c_str(), path.c_str());  // readers never see half a file
+}
+
+void write_raw(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n <= 0) std::_Exit(90);
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+volatile sig_atomic_t g_usr1 = 0;
+volatile sig_atomic_t g_usr2 = 0;
+volatile sig_atomic_t g_term = 0;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) return 64;
+  std::string mode = argv[1];
+  int rank = env_int("RANK");
+  std::string rank_text = std::to_string(rank);
+
+  if (mode == "env" && argc == 3) {
+    std::string text;
+    for (char** e = environ; *e != nullptr; ++e) text += std::string(*e) + "\n";
+    write_file(std::string(argv[2]) + "/env_" + rank_text, text);
+    return 0;
+  }
+  if ((mode == "fail" || mode == "raise") && argc == 4) {
+    if (rank != std::atoi(argv[2])) sleep_until_stopped();
+    ::usleep(100 * 1000);
+    if (mode == "raise") {
+      ::signal(std::atoi(argv[3]), SIG_DFL);
+      ::raise(std::atoi(argv[3]));
+    }
+    return std::atoi(argv[3]);
+  }
+  if (mode == "error-file" && argc == 3) {
+    if (rank != std::atoi(argv[2])) sleep_until_stopped();
+    const char* path = std::getenv("TORCHELASTIC_ERROR_FILE");
+    if (path == nullptr) return 65;
+    write_file(path,
+               R"({"message": {"message": "ValueError: the loss became NaN", "extraInfo": )"
+               R"({"py_callstack": "Traceback (most recent call last):\n  File \"train.py\", line 7, in <module>\nValueError: the loss became NaN\n", "timestamp": "1700000000"}}})");
+    return 1;
+  }
+  if (mode == "stderr-fail" && argc == 3) {
+    if (rank != std::atoi(argv[2])) sleep_until_stopped();
+    for (int i = 1; i <= 30; ++i) std::fprintf(stderr, "diagnostic line %d\n", i);
+    return 3;
+  }
+  if (mode == "pid" && argc >= 3) {
+    if (argc == 4 && std::strcmp(argv[3], "ignore-stop") == 0) {
+      for (int signo : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) ::signal(signo, SIG_IGN);
+    }
+    write_file(std::string(argv[2]) + "/pid_" + rank_text, std::to_string(::getpid()));
+    sleep_until_stopped();
+  }
+  if (mode == "restart" && argc == 4) {
+    int attempt = env_int("TORCHELASTIC_RESTART_COUNT");
+    if (attempt == 0) {
+      if (rank == std::atoi(argv[3])) {
+        ::usleep(100 * 1000);
+        return 1;
+      }
+      sleep_until_stopped();
+    }
+    write_file(std::string(argv[2]) + "/restart_" + rank_text + "_" + std::to_string(attempt), "ok");
+    return 0;
+  }
+  if (mode == "flood" && argc == 3) {
+    int lines = std::atoi(argv[2]);
+    std::string payload(100 + rank * 7, static_cast<char>('a' + rank % 26));
+    for (int i = 0; i < lines; ++i) {
+      std::string line = "rank=" + rank_text + " i=" + std::to_string(i) + " " + payload + " end\n";
+      std::size_t half = line.size() / 2;
+      write_raw(STDOUT_FILENO, line.substr(0, half));
+      write_raw(STDOUT_FILENO, line.substr(half));
+    }
+    return 0;
+  }
+  if (mode == "signals" && argc == 3) {
+    struct sigaction sa{};
+    sa.sa_handler = [](int signo) {
+      if (signo == SIGUSR1) g_usr1 = g_usr1 + 1;
+      if (signo == SIGUSR2) g_usr2 = g_usr2 + 1;
+      if (signo == SIGTERM) g_term = 1;
+    };
+    ::sigaction(SIGUSR1, &sa, nullptr);
+    ::sigaction(SIGUSR2, &sa, nullptr);
+    ::sigaction(SIGTERM, &sa, nullptr);
+    write_file(std::string(argv[2]) + "/ready_" + rank_text, "ready");
+    while (g_term == 0) {
+      ::pause();
+      write_file(std::string(argv[2]) + "/usr_" + rank_text,
+                 std::to_string(g_usr1) + " " + std::to_string(g_usr2));
+    }
+    return 0;
+  }
+  if (mode == "echo") {
+    for (int i = 2; i < argc; ++i) std::printf("%s\n", argv[i]);
+    return 0;
+  }
+  return 64;
+}
