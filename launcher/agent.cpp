@@ -155,7 +155,7 @@ void Agent::start_attempt() {
     routes.push_back(open_routes(spec.local_rank, dir));
   }
 
-  oom_kills_at_attempt_start_ = oom_.read_kills();
+  oom_kills_seen_ = oom_.read_kills();
   group_ = std::make_unique<WorkerGroup>(
       io_, [this](const WorkerExit& exit) { on_worker_exit(exit); }, [this] { on_group_done(); });
   if (master_port_) master_port_->release();  // the workers' rank 0 binds it next
@@ -191,7 +191,7 @@ void Agent::on_worker_exit(const WorkerExit& exit) {
   if (exit.exitcode != 0 && phase_ == Phase::running) pending_failures_.push_back(exit);
 }
 
-WorkerFailure Agent::describe_failure(const WorkerExit& exit) const {
+WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
   WorkerFailure failure;
   failure.local_rank = exit.local_rank;
   failure.rank = plan_.config.node_rank * plan_.config.nproc_per_node + exit.local_rank;
@@ -202,9 +202,12 @@ WorkerFailure Agent::describe_failure(const WorkerExit& exit) const {
   failure.error_file = error_files_.at(static_cast<std::size_t>(exit.local_rank));
   failure.error = read_error_file(failure.error_file);
   failure.stderr_tail = group_->stderr_tail_of(exit.local_rank);
-  if (exit.exitcode == -SIGKILL && oom_kills_at_attempt_start_) {
+  if (exit.exitcode == -SIGKILL && oom_kills_seen_) {
+    // The kernel counts the kill before it delivers SIGKILL, so the count is current by now.
+    // Each counted kill explains one death only: a second SIGKILL (a user's kill -9) is not an OOM.
     auto now = oom_.read_kills();
-    failure.oom_killed = now && *now > *oom_kills_at_attempt_start_;
+    failure.oom_killed = now && *now > *oom_kills_seen_;
+    if (failure.oom_killed) oom_kills_seen_ = *oom_kills_seen_ + 1;
   }
   return failure;
 }

@@ -53,7 +53,7 @@ class Agent {
   void on_group_done();
   void finish(int exit_status);
 
-  WorkerFailure describe_failure(const WorkerExit& exit) const;
+  WorkerFailure describe_failure(const WorkerExit& exit);
 
   AgentPlan plan_;
   boost::asio::io_context io_;
@@ -65,7 +65,7 @@ class Agent {
   std::optional<PortReservation> master_port_;
   int master_port_number_ = 0;
   OomWatch oom_;
-  std::optional<std::uint64_t> oom_kills_at_attempt_start_;
+  std::optional<std::uint64_t> oom_kills_seen_;  ///< OOM-kill count already accounted for
 
   std::unique_ptr<WorkerGroup> group_;
   std::vector<UniqueFd> attempt_log_files_;

@@ -230,7 +230,7 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-/// A whole decimal integer (sign allowed, nothing else), or nothing.
+/// A whole decimal integer (an optional '-', digits, nothing else), or nothing.
 std::optional<long long> to_integer(std::string_view s) {
   long long value = 0;
   auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), value);
@@ -342,8 +342,9 @@ std::vector<int> parse_signals(const Raw& raw) {
   std::vector<int> signals;
   for (auto item : split(raw.value, ',')) {
     item = trim(item);
+    if (item.empty()) reject(raw, "has an empty entry (write names like SIGTERM,SIGINT)");
     auto signo = signal_from_name(item);
-    if (!signo) reject(raw, "names no signal: " + quote_for_message(item));
+    if (!signo) reject(raw, "has " + quote_for_message(item) + ", which is not a signal name");
     if (*signo == SIGKILL || *signo == SIGSTOP) {
       reject(raw, "names " + signal_name(*signo) + ", which no process can handle");
     }
@@ -383,7 +384,7 @@ void check_prefix_template(const Raw& raw) {
 }
 
 void require_non_empty(const Raw& raw) {
-  if (raw.value.empty()) reject(raw, "is empty");
+  if (raw.value.empty()) throw UsageError(raw.label + ": empty value");
 }
 
 /// torchrun's uuid4 run id for --standalone.
@@ -515,7 +516,7 @@ void fill_membership(LaunchConfig& config, const Settings& settings) {
   if (auto raw = settings.get("node-rank")) {
     config.node_rank = integer_in(*raw, 0, kIntMax, "is not a node rank (an integer >= 0)");
     if (config.node_rank >= config.max_nodes) {
-      reject(*raw, "is not below the number of nodes (" + std::to_string(config.max_nodes) + ")");
+      reject(*raw, "is not below the number of nodes, " + std::to_string(config.max_nodes) + " (--nnodes)");
     }
   }
 }

@@ -124,9 +124,18 @@ OomWatch OomWatch::for_this_process(const std::filesystem::path& proc_self_cgrou
     }
   }
   if (auto v1 = parse_cgroup_v1_memory_path(*membership)) {
+    // Without a cgroup namespace a container mounts some ancestor of its cgroup as the root, so
+    // the host's path ("/outer/job/sub") appears here with leading parts missing ("/sub"): try
+    // the whole path, then drop leading parts, down to the mount root. v1 counts a kill only in
+    // the victim's own cgroup, so the deepest match is the one that counts.
     const fs::path mount = cgroup_root / "memory";
-    candidates.push_back(under(mount, *v1) / "memory.oom_control");
-    candidates.push_back(mount / "memory.oom_control");
+    std::string_view rest = *v1;
+    while (true) {
+      candidates.push_back(under(mount, rest) / "memory.oom_control");
+      auto next = rest.find('/', 1);
+      if (rest.size() <= 1) break;
+      rest = next == std::string_view::npos ? std::string_view("/") : rest.substr(next);
+    }
   }
 
   for (const auto& candidate : candidates) {

@@ -19,7 +19,21 @@ namespace ddprun::testing {
 std::string ddprun_binary() { return DDPRUN_BINARY; }
 std::string test_worker_binary() { return TEST_WORKER_BINARY; }
 
+namespace {
+
+std::vector<std::string> with_ddprun(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{ddprun_binary()};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
+}  // namespace
+
 Launch::Launch(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env,
+               const std::vector<std::string>& unset_env)
+    : Launch(Command{with_ddprun(args)}, extra_env, unset_env) {}
+
+Launch::Launch(const Command& command, const std::map<std::string, std::string>& extra_env,
                const std::vector<std::string>& unset_env) {
   std::array<int, 2> out{};
   std::array<int, 2> err{};
@@ -42,8 +56,7 @@ Launch::Launch(const std::vector<std::string>& args, const std::map<std::string,
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  std::vector<std::string> argv_strings{ddprun_binary()};
-  argv_strings.insert(argv_strings.end(), args.begin(), args.end());
+  std::vector<std::string> argv_strings = command.argv;
   std::vector<char*> argv;
   for (auto& s : argv_strings) argv.push_back(s.data());
   argv.push_back(nullptr);
@@ -110,6 +123,11 @@ Outcome Launch::wait(std::chrono::milliseconds timeout) {
 
 Outcome run_ddprun(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env) {
   Launch launch(args, extra_env);
+  return launch.wait();
+}
+
+Outcome run_ddprun_via(const std::vector<std::string>& argv) {
+  Launch launch(Launch::Command{argv});
   return launch.wait();
 }
 

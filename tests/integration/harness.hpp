@@ -37,7 +37,14 @@ class TempDir {
 /// It gets a TMPDIR of its own, so the log folders of failed runs go when the Launch goes.
 class Launch {
  public:
+  /// Runs `ddprun args...`.
   explicit Launch(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {},
+                  const std::vector<std::string>& unset_env = {});
+  /// Runs `argv` as given (e.g. a shell that sets ddprun up, then execs it).
+  struct Command {
+    std::vector<std::string> argv;
+  };
+  explicit Launch(const Command& command, const std::map<std::string, std::string>& extra_env = {},
                   const std::vector<std::string>& unset_env = {});
   ~Launch();
   Launch(const Launch&) = delete;
@@ -58,6 +65,8 @@ class Launch {
 
 /// Runs ddprun to its end.
 Outcome run_ddprun(const std::vector<std::string>& args, const std::map<std::string, std::string>& extra_env = {});
+/// Runs `argv` (which execs ddprun in the end) to its end.
+Outcome run_ddprun_via(const std::vector<std::string>& argv);
 
 /// Waits until `predicate` holds, up to `timeout`; returns whether it did.
 bool eventually(const std::function<bool()>& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(20));

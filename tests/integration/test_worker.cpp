@@ -11,6 +11,7 @@
 ///   restart DIR FAILRANK     attempt 0: FAILRANK exits 1; later attempts: write DIR/restart_<RANK>_<n>, exit 0
 ///   flood LINES              print LINES lines, each written in two pieces to provoke tearing
 ///   signals DIR              record each SIGUSR1/SIGUSR2 received in DIR/usr_<RANK>; exit 0 on SIGTERM
+///   hog RANK                 rank RANK allocates and touches memory until something kills it
 ///   echo ARGS...             print the arguments, one a line
 #include <signal.h>
 #include <unistd.h>
@@ -138,6 +139,16 @@ int main(int argc, char** argv) {
                  std::to_string(g_usr1) + " " + std::to_string(g_usr2));
     }
     return 0;
+  }
+  if (mode == "hog" && argc == 3) {
+    if (rank != std::atoi(argv[2])) sleep_until_stopped();
+    constexpr std::size_t kChunk = 16 << 20;
+    for (std::size_t total = 0; total < (std::size_t{64} << 30); total += kChunk) {
+      auto* block = static_cast<char*>(std::malloc(kChunk));
+      if (block == nullptr) return 70;
+      std::memset(block, 1, kChunk);  // touch every page: only resident memory counts
+    }
+    return 71;
   }
   if (mode == "echo") {
     for (int i = 2; i < argc; ++i) std::printf("%s\n", argv[i]);
