@@ -15,6 +15,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -35,12 +36,24 @@ def start(cmd, env=None, stderr=None):
 
 
 def reap(proc, cmd, timeout_s):
-    """Waits for the launcher; kills it and its workers if it outlives timeout_s."""
-    try:
-        proc.wait(timeout=timeout_s)
-    except subprocess.TimeoutExpired:
+    """Waits for the launcher; kills it and its workers if it outlives timeout_s.
+
+    A blocking wait plus a watchdog timer, because Popen.wait(timeout=...) polls with sleeps of
+    up to 50 ms, which would be most of what we measure.
+    """
+    timed_out = threading.Event()
+
+    def kill():
+        timed_out.set()
         os.killpg(proc.pid, signal.SIGKILL)
+
+    watchdog = threading.Timer(timeout_s, kill)
+    watchdog.start()
+    try:
         proc.wait()
+    finally:
+        watchdog.cancel()
+    if timed_out.is_set():
         raise BenchError(f"timed out after {timeout_s:g} s: {' '.join(map(str, cmd))}")
 
 

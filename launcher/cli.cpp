@@ -155,7 +155,7 @@ std::string help_text() {
       "[${role_name}${local_rank}]:. Options with '-' may also be spelled with '_' (--nproc_per_node).\n"
       "Each option can also be set by PET_<NAME> (PET_NPROC_PER_NODE, PET_NNODES, ...); the command\n"
       "line wins.\n"
-      "Exit status: 0 success, 1 the job failed, 2 usage error, 128+N ended by signal N.";
+      "Exit status: 0 success, 1 the job failed, 2 usage error, 128+N ended by signal N.\n";
   return text;
 }
 
@@ -662,12 +662,12 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
   } catch (const CLI::ParseError& e) {
     throw from_cli11(e);
   }
-  if (version->count() > 0) throw InfoRequested{"ddprun " DDPRUN_VERSION};
+  if (version->count() > 0) throw InfoRequested{"ddprun " DDPRUN_VERSION "\n"};
 
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && looks_like_option(rest.front()) && rest.front() != "--") {
     std::string line = quote_for_message(rest.front());
-    throw UsageError(line.substr(1, line.size() - 2) + ": unknown option (ddprun --help lists them)");
+    throw UsageError(line.substr(1, line.size() - 2) + ": unknown option");
   }
   // With no unknown option, `rest` is a suffix of `args`: everything before it was options.
   check_option_values(args, args.size() - rest.size());
@@ -677,7 +677,7 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
   fill_membership(config, settings);
   fill_workers(config, settings, host);
   fill_output(config, settings);
-  if (rest.empty()) throw UsageError("PROGRAM: missing (usage: ddprun [options] PROGRAM [ARGS...])");
+  if (rest.empty()) throw UsageError("PROGRAM: missing; usage: ddprun [options] PROGRAM [ARGS...]");
   config.program = rest.front();
   config.program_args.assign(rest.begin() + 1, rest.end());
   config.run_path = settings.flag("run-path");

@@ -17,7 +17,7 @@ struct HostFacts {
   int device_count = 0;
 };
 
-/// Thrown for --help / --version: main prints `text` to stdout and exits 0.
+/// Thrown for --help / --version: main prints `text` (which ends with a newline) to stdout and exits 0.
 struct InfoRequested {
   std::string text;
 };

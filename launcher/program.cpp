@@ -82,7 +82,7 @@ std::optional<fs::path> find_program(const std::string& program, const Environ& 
 
 WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env) {
   WorkerCommand command;
-  if (config.program.empty()) throw UsageError("PROGRAM: missing (usage: ddprun [options] PROGRAM [ARGS...])");
+  if (config.program.empty()) throw UsageError("PROGRAM: missing; usage: ddprun [options] PROGRAM [ARGS...]");
   if (config.mode == ProgramMode::executable) {
     auto found = find_program(config.program, env);
     if (!found) {

@@ -18,6 +18,8 @@ namespace ddprun::testing {
 
 std::string ddprun_binary() { return DDPRUN_BINARY; }
 std::string test_worker_binary() { return TEST_WORKER_BINARY; }
+std::string hello_ranks_binary() { return HELLO_RANKS_BINARY; }
+std::string examples_dir() { return EXAMPLES_DIR; }
 
 namespace {
 

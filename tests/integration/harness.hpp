@@ -14,6 +14,10 @@ namespace ddprun::testing {
 /// Paths of the binaries under test (set by CMake).
 std::string ddprun_binary();
 std::string test_worker_binary();
+std::string hello_ranks_binary();
+std::string examples_dir();
+/// Debian's interpreter, the one with python3-torch (the default python3 may be another).
+inline const char* kSystemPython = "/usr/bin/python3";
 
 struct Outcome {
   int exit_status = -1;  ///< exit code, or 128+N when ddprun died of signal N
