@@ -45,7 +45,10 @@ def reap(proc, cmd, timeout_s):
 
     def kill():
         timed_out.set()
-        os.killpg(proc.pid, signal.SIGKILL)
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass  # it ended just now
 
     watchdog = threading.Timer(timeout_s, kill)
     watchdog.start()
