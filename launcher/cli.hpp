@@ -3,9 +3,9 @@
 /// plain function of its inputs (host facts are passed in), except that deciding whether PROGRAM
 /// is an executable looks at the file system.
 #include <string>
-#include <string_view>
 #include <vector>
 
+#include "cli_values.hpp"  // Endpoint, parse_endpoint, quote_for_message: part of this interface
 #include "environ.hpp"
 #include "launch_config.hpp"
 
@@ -32,20 +32,5 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
 /// cpu_count: CPUs this process may run on (sched_getaffinity, so a container's or taskset's
 /// limit counts); device_count: visible_devices(env).size().
 HostFacts read_host_facts(const Environ& env);
-
-/// A rendezvous endpoint split into its parts.
-struct Endpoint {
-  std::string host;  ///< without the brackets of an IPv6 address
-  int port = 0;
-};
-
-/// Parses `host[:port]` or `[v6addr][:port]` (torchrun's rules, stricter: an unbracketed IPv6
-/// address is refused instead of being split at its last ':'). Empty text = localhost.
-/// The port defaults to `default_port`. Throws UsageError starting with `flag` when malformed.
-Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag = "--rdzv-endpoint");
-
-/// `value` in double quotes with control characters escaped, so that a message quoting user
-/// input stays on one line.
-std::string quote_for_message(std::string_view value);
 
 }  // namespace ddprun::launcher

@@ -1,0 +1,132 @@
+#include "cli_options.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <utility>
+
+namespace ddprun::launcher {
+namespace {
+
+constexpr std::array kOptions{
+    OptionSpec{"nnodes", 0, "N|MIN:MAX", "1", Group::membership, "nodes in the job; MIN:MAX = elastic"},
+    OptionSpec{"node-rank", 0, "R", "0", Group::membership, "this node's rank (static rendezvous)"},
+    OptionSpec{"master-addr", 0, "HOST", "127.0.0.1", Group::membership, "static rendezvous: address of node 0"},
+    OptionSpec{"master-port", 0, "PORT", "29500", Group::membership, "static rendezvous: store port on node 0"},
+    OptionSpec{"rdzv-backend", 0, "NAME", "static", Group::membership, "static or c10d"},
+    OptionSpec{"rdzv-endpoint", 0, "HOST[:PORT]", "none", Group::membership,
+               "c10d store; [v6addr]:PORT for IPv6; PORT defaults to 29400"},
+    OptionSpec{"rdzv-id", 0, "ID", "none", Group::membership, "job id (TORCHELASTIC_RUN_ID, log folder prefix)"},
+    OptionSpec{"rdzv-conf", 0, "K=V,...", "none", Group::membership,
+               "join_timeout=600,last_call_timeout=30,is_host=1,..."},
+    OptionSpec{"standalone", 0, "", "off", Group::membership,
+               "one node: c10d on localhost, a free port, a random id"},
+    OptionSpec{"local-addr", 0, "HOST", "hostname", Group::membership, "this node's address as other nodes see it"},
+    OptionSpec{"nproc-per-node", 0, "N|gpu|cpu|auto", "1", Group::workers,
+               "workers on this node; gpu/auto count CUDA devices"},
+    OptionSpec{"devices-per-worker", 0, "K", "0", Group::workers,
+               "CUDA devices per worker; 0 = all inherit CUDA_VISIBLE_DEVICES"},
+    OptionSpec{"role", 0, "NAME", "default", Group::workers, "worker role (ROLE_NAME)"},
+    OptionSpec{"max-restarts", 0, "N", "0", Group::workers, "worker-group restarts before the job fails"},
+    OptionSpec{"monitor-interval", 0, "SECONDS", "0.1", Group::workers,
+               "accepted for torchrun; ddprun reacts to exits at once"},
+    OptionSpec{"shutdown-timeout", 0, "SECONDS", "30", Group::workers, "grace between the signal and SIGKILL"},
+    OptionSpec{"signals-to-handle", 0, "SIG,...", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", Group::workers,
+               "signals that stop the job"},
+    OptionSpec{"log-dir", 0, "DIR", "a temp dir", Group::output, "base folder of the per-worker logs"},
+    OptionSpec{"redirects", 'r', "0-3|LR:0-3,...", "0", Group::output,
+               "to log files only: 1 stdout, 2 stderr, 3 both; LR = local rank"},
+    OptionSpec{"tee", 't', "0-3|LR:0-3,...", "0", Group::output, "as -r, and to the console with a prefix"},
+    OptionSpec{"local-ranks-filter", 0, "LR,...", "all", Group::output,
+               "local ranks whose output reaches the console"},
+    OptionSpec{"log-line-prefix-template", 0, "T", "none", Group::output,
+               "console line prefix with ${role_name} ${rank} ${local_rank} ${hostname}"},
+    OptionSpec{"module", 'm', "", "off", Group::program, "run python -u -m PROGRAM (PROGRAM is a module)"},
+    OptionSpec{"no-python", 0, "", "off", Group::program, "exec PROGRAM directly, not through python"},
+    OptionSpec{"run-path", 0, "", "off", Group::program, "accepted for torchrun; runs PROGRAM with python"},
+};
+
+}  // namespace
+
+std::span<const OptionSpec> option_table() { return kOptions; }
+
+bool is_flag(const OptionSpec& spec) { return spec.metavar.empty(); }
+
+std::string dash_name(const OptionSpec& spec) { return "--" + std::string(spec.name); }
+
+std::string pet_name(const OptionSpec& spec) {
+  std::string pet = "PET_";
+  for (char c : spec.name) pet += c == '-' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return pet;
+}
+
+std::string cli11_names(const OptionSpec& spec) {
+  std::string names;
+  if (spec.short_name != 0) names = std::string("-") + spec.short_name + ",";
+  names += dash_name(spec);
+  if (spec.name.find('-') != std::string_view::npos) {
+    std::string underscored(spec.name);
+    std::replace(underscored.begin(), underscored.end(), '-', '_');
+    names += ",--" + underscored;
+  }
+  return names;
+}
+
+const OptionSpec* find_long(std::string_view name) {
+  std::string dashed(name);
+  std::replace(dashed.begin(), dashed.end(), '_', '-');
+  for (const auto& spec : kOptions) {
+    if (spec.name == dashed) return &spec;
+  }
+  return nullptr;
+}
+
+const OptionSpec* find_short(char c) {
+  for (const auto& spec : kOptions) {
+    if (spec.short_name != 0 && spec.short_name == c) return &spec;
+  }
+  return nullptr;
+}
+
+std::string help_text() {
+  static constexpr std::array<std::pair<Group, std::string_view>, 4> groups{{
+      {Group::membership, "Membership and rendezvous"},
+      {Group::workers, "Workers"},
+      {Group::output, "Output"},
+      {Group::program, "Program"},
+  }};
+  std::string text =
+      "usage: ddprun [options] PROGRAM [ARGS...]\n"
+      "Starts the workers of a distributed job on this node and watches them (a drop-in for torchrun).\n"
+      "Defaults are in [brackets].\n";
+  auto line = [&](std::string left, std::string_view help) {
+    left.resize(std::max<std::size_t>(left.size() + 1, 38), ' ');
+    text += left;
+    text += help;
+    text += '\n';
+  };
+  for (const auto& [group, title] : groups) {
+    text.append("\n").append(title).append(":\n");
+    for (const auto& spec : kOptions) {
+      if (spec.group != group) continue;
+      std::string left = spec.short_name != 0 ? std::string("  -") + spec.short_name + ", " : "      ";
+      left += dash_name(spec);
+      if (!is_flag(spec)) left.append(" ").append(spec.metavar);
+      line(left, std::string(spec.help) + " [" + std::string(spec.fallback) + "]");
+    }
+  }
+  text += "\nOther:\n";
+  line("  -h, --help", "print this help and exit");
+  line("      --version", "print the version and exit");
+  text +=
+      "\nPROGRAM is a .py script (run as python3 -u, or $PYTHON_EXEC), an executable file (run directly),\n"
+      "or with -m a Python module. ARGS go to every worker verbatim; ${local_rank} in them becomes the\n"
+      "worker's local rank. A prefix template prefixes every console line; without one, -t uses\n"
+      "[${role_name}${local_rank}]:. Options with '-' may also be spelled with '_' (--nproc_per_node).\n"
+      "Each option can also be set by PET_<NAME> (PET_NPROC_PER_NODE, PET_NNODES, ...); the command\n"
+      "line wins.\n"
+      "Exit status: 0 success, 1 the job failed, 2 usage error, 128+N ended by signal N.\n";
+  return text;
+}
+
+}  // namespace ddprun::launcher
