@@ -5,6 +5,7 @@ find_package(Boost 1.74 REQUIRED COMPONENTS filesystem)
 find_package(CLI11 CONFIG REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
+find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)  # HMAC-SHA256 for store authentication
 if(DDPRUN_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

@@ -7,6 +7,7 @@ packages=(
   build-essential g++ cmake ninja-build pkg-config
   libboost1.74-dev libboost-filesystem1.74-dev   # Asio (event loop, sockets), Process (spawning)
   libcli11-dev libfmt-dev nlohmann-json3-dev
+  libssl-dev                                     # HMAC-SHA256 for store authentication
   libgtest-dev
   python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks
   hyperfine procps iproute2

@@ -1,0 +1,288 @@
+#include "key_space.hpp"
+
+#include <charconv>
+
+namespace ddprun::rendezvous {
+namespace {
+
+using wire::Op;
+
+/// PyTorch 1.13's WatchResponseType: the type byte of a WATCH_KEY push.
+enum class WatchEvent : std::uint8_t { updated = 0, created = 1, deleted = 2 };
+
+std::string watch_push(WatchEvent event, const std::string& key, const std::string* old_value,
+                       const std::string* new_value) {
+  std::string push;
+  wire::put_u8(push, static_cast<std::uint8_t>(event));
+  wire::put_bytes(push, key);
+  wire::put_bytes(push, old_value != nullptr ? *old_value : std::string());
+  wire::put_bytes(push, new_value != nullptr ? *new_value : std::string());
+  return push;
+}
+
+/// ADD counters are ASCII decimal, as PyTorch stores them.
+bool parse_counter(const std::string& text, std::int64_t& value) {
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+}  // namespace
+
+bool KeySpace::present(const std::string& key) const {
+  if (data_.contains(key)) return true;
+  auto queue = queues_.find(key);
+  return queue != queues_.end() && !queue->second.empty();
+}
+
+void KeySpace::key_appeared(const std::string& key, Outcome& outcome) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  std::vector<Registration> registrations = std::move(it->second);
+  waiters_.erase(it);
+  for (const auto& registration : registrations) {
+    auto wait = waits_.find(registration.session);
+    if (wait == waits_.end() || !wait->second.active || wait->second.generation != registration.generation) {
+      stale_registrations_ -= 1;
+      continue;
+    }
+    live_registrations_ -= 1;
+    if (--wait->second.missing > 0) continue;
+    wait->second.active = false;
+    std::string stop;
+    wire::put_u8(stop, wire::kStopWaiting);
+    outcome.deliveries.push_back({registration.session, std::move(stop)});
+  }
+}
+
+void KeySpace::key_changed(const std::string& key, const std::string* old_value, const std::string* new_value,
+                           Outcome& outcome) {
+  auto it = watchers_.find(key);
+  if (it == watchers_.end()) return;
+  WatchEvent event = new_value == nullptr ? WatchEvent::deleted
+                     : old_value == nullptr ? WatchEvent::created
+                                            : WatchEvent::updated;
+  std::string push = watch_push(event, key, old_value, new_value);
+  for (SessionId watcher : it->second) outcome.deliveries.push_back({watcher, push});
+}
+
+void KeySpace::handle_wait(SessionId session, const wire::Request& request, Outcome& outcome) {
+  PendingWait& wait = waits_[session];
+  abandon_wait(wait);  // a client that pipelines a second WAIT gives up the first
+  wait.generation += 1;
+  wait.missing = 0;
+  std::unordered_set<std::string> counted;
+  for (const auto& key : request.keys) {
+    if (present(key) || !counted.insert(key).second) continue;
+    waiters_[key].push_back({session, wait.generation});
+    wait.missing += 1;
+    live_registrations_ += 1;
+  }
+  wait.active = wait.missing > 0;
+  if (!wait.active) wire::put_u8(outcome.reply, wire::kStopWaiting);
+}
+
+void KeySpace::abandon_wait(PendingWait& wait) {
+  if (!wait.active) return;
+  wait.active = false;
+  live_registrations_ -= wait.missing;
+  stale_registrations_ += wait.missing;
+  if (stale_registrations_ <= 4096 || stale_registrations_ <= live_registrations_) return;
+  for (auto it = waiters_.begin(); it != waiters_.end();) {
+    std::erase_if(it->second, [this](const Registration& r) {
+      auto w = waits_.find(r.session);
+      return w == waits_.end() || !w->second.active || w->second.generation != r.generation;
+    });
+    it = it->second.empty() ? waiters_.erase(it) : std::next(it);
+  }
+  stale_registrations_ = 0;
+}
+
+void KeySpace::handle_cancel_wait(SessionId session, Outcome& outcome) {
+  // The wait's registrations stay in waiters_, stale, until their key appears or a sweep.
+  auto wait = waits_.find(session);
+  if (wait != waits_.end()) abandon_wait(wait->second);
+  wire::put_u8(outcome.reply, wire::kWaitCanceled);
+}
+
+KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& request) {
+  Outcome outcome;
+  const std::string* key = request.keys.empty() ? nullptr : &request.keys.front();
+  switch (request.op) {
+    case Op::validate:
+    case Op::auth_challenge:
+    case Op::auth_response:
+      outcome.error = "request handled by the connection reached the key space";
+      break;
+    case Op::ping:
+      wire::put_u32(outcome.reply, request.number);
+      break;
+    case Op::set: {
+      auto [it, created] = data_.try_emplace(*key);
+      std::string old = created ? std::string() : it->second;
+      it->second = request.values.at(0);
+      key_changed(*key, created ? nullptr : &old, &it->second, outcome);
+      key_appeared(*key, outcome);
+      break;
+    }
+    case Op::compare_set: {
+      const std::string& expected = request.values.at(0);
+      const std::string& desired = request.values.at(1);
+      auto it = data_.find(*key);
+      if (it == data_.end()) {
+        if (!expected.empty()) {
+          wire::put_bytes(outcome.reply, expected);  // missing and a value expected: nothing set
+          break;
+        }
+        it = data_.emplace(*key, desired).first;
+        key_changed(*key, nullptr, &it->second, outcome);
+        key_appeared(*key, outcome);
+      } else if (it->second == expected) {
+        std::string old = it->second;
+        it->second = desired;
+        key_changed(*key, &old, &it->second, outcome);
+      }
+      wire::put_bytes(outcome.reply, it->second);
+      break;
+    }
+    case Op::get: {
+      auto it = data_.find(*key);
+      if (it == data_.end()) {
+        outcome.error = "GET of missing key " + *key + " (clients WAIT first)";
+        break;
+      }
+      wire::put_bytes(outcome.reply, it->second);
+      break;
+    }
+    case Op::add: {
+      auto [it, created] = data_.try_emplace(*key, "0");
+      std::int64_t value = 0;
+      if (!parse_counter(it->second, value)) {
+        if (created) data_.erase(it);
+        outcome.error = "ADD to key " + *key + " whose value is not a number";
+        break;
+      }
+      std::string old = it->second;
+      // Wrap like the two's-complement arithmetic PyTorch's server does, without the UB.
+      value = static_cast<std::int64_t>(static_cast<std::uint64_t>(value) + static_cast<std::uint64_t>(request.delta));
+      it->second = std::to_string(value);
+      wire::put_i64(outcome.reply, value);
+      key_changed(*key, created ? nullptr : &old, &it->second, outcome);
+      if (created) key_appeared(*key, outcome);
+      break;
+    }
+    case Op::check: {
+      bool ready = true;
+      for (const auto& k : request.keys) ready = ready && present(k);
+      wire::put_u8(outcome.reply, ready ? wire::kCheckReady : wire::kCheckNotReady);
+      break;
+    }
+    case Op::wait:
+      handle_wait(session, request, outcome);
+      break;
+    case Op::cancel_wait:
+      handle_cancel_wait(session, outcome);
+      break;
+    case Op::num_keys:
+      wire::put_i64(outcome.reply, static_cast<std::int64_t>(data_.size()));
+      break;
+    case Op::delete_key: {
+      auto it = data_.find(*key);
+      std::int64_t deleted = 0;
+      if (it != data_.end()) {
+        std::string old = std::move(it->second);
+        data_.erase(it);
+        deleted = 1;
+        key_changed(*key, &old, nullptr, outcome);
+      }
+      wire::put_i64(outcome.reply, deleted);
+      break;
+    }
+    case Op::append: {
+      auto [it, created] = data_.try_emplace(*key);
+      std::string old = created ? std::string() : it->second;
+      it->second.append(request.values.at(0));
+      key_changed(*key, created ? nullptr : &old, &it->second, outcome);
+      if (created) key_appeared(*key, outcome);
+      break;
+    }
+    case Op::multi_get: {
+      std::string reply;
+      for (const auto& k : request.keys) {
+        auto it = data_.find(k);
+        if (it == data_.end()) {
+          outcome.error = "MULTI_GET of missing key " + k + " (clients WAIT first)";
+          return outcome;
+        }
+        wire::put_bytes(reply, it->second);
+      }
+      outcome.reply = std::move(reply);
+      break;
+    }
+    case Op::multi_set:
+      for (std::size_t i = 0; i < request.keys.size(); ++i) {
+        auto [it, created] = data_.try_emplace(request.keys[i]);
+        std::string old = created ? std::string() : it->second;
+        it->second = request.values.at(i);
+        key_changed(request.keys[i], created ? nullptr : &old, &it->second, outcome);
+        key_appeared(request.keys[i], outcome);
+      }
+      break;
+    case Op::queue_push: {
+      queues_[*key].push_back(request.values.at(0));
+      key_appeared(*key, outcome);
+      break;
+    }
+    case Op::queue_pop: {
+      auto it = queues_.find(*key);
+      std::int64_t length = it == queues_.end() ? 0 : static_cast<std::int64_t>(it->second.size());
+      wire::put_i64(outcome.reply, length);
+      if (length > 0) {
+        wire::put_bytes(outcome.reply, it->second.front());
+        it->second.pop_front();
+        if (it->second.empty()) queues_.erase(it);
+      }
+      break;
+    }
+    case Op::queue_len: {
+      auto it = queues_.find(*key);
+      wire::put_i64(outcome.reply, it == queues_.end() ? 0 : static_cast<std::int64_t>(it->second.size()));
+      break;
+    }
+    case Op::watch_key: {
+      watchers_[*key].insert(session);
+      watched_by_[session].push_back(*key);
+      wire::put_u8(outcome.reply, wire::kWatchRegistered);
+      break;
+    }
+  }
+  return outcome;
+}
+
+void KeySpace::forget(SessionId session) {
+  if (auto wait = waits_.find(session); wait != waits_.end()) {
+    abandon_wait(wait->second);
+    waits_.erase(wait);
+  }
+  auto watched = watched_by_.find(session);
+  if (watched == watched_by_.end()) return;
+  for (const auto& key : watched->second) {
+    auto it = watchers_.find(key);
+    if (it == watchers_.end()) continue;
+    it->second.erase(session);
+    if (it->second.empty()) watchers_.erase(it);
+  }
+  watched_by_.erase(watched);
+}
+
+void KeySpace::clear() {
+  data_.clear();
+  queues_.clear();
+  waiters_.clear();
+  waits_.clear();
+  watchers_.clear();
+  watched_by_.clear();
+  stale_registrations_ = 0;
+  live_registrations_ = 0;
+}
+
+}  // namespace ddprun::rendezvous

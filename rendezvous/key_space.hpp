@@ -1,0 +1,77 @@
+#pragma once
+/// KeySpace: the store's state and the meaning of every request, without sockets. A request from
+/// one session yields its reply, and the bytes other sessions are owed (WAIT wake-ups, legacy
+/// WATCH_KEY pushes). The server runs it on one thread; tests drive it directly.
+#include <cstdint>
+#include <deque>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "wire.hpp"
+
+namespace ddprun::rendezvous {
+
+using SessionId = std::uint64_t;
+
+class KeySpace {
+ public:
+  struct Delivery {
+    SessionId session;
+    std::string bytes;
+  };
+  struct Outcome {
+    std::string reply;                ///< to the requesting session (may be empty: SET has none)
+    std::vector<Delivery> deliveries;  ///< owed to sessions, possibly the requester (comes before `reply`)
+    std::string error;                ///< non-empty: a protocol violation; close the requester's connection
+  };
+
+  /// Executes `request` from `session`. Dialect-independent: the caller decoded it.
+  Outcome execute(SessionId session, const wire::Request& request);
+
+  /// The session's connection is gone: drop its waits and watches.
+  void forget(SessionId session);
+
+  /// Drops every key, queue, wait and watch.
+  void clear();
+
+  std::size_t key_count() const { return data_.size(); }
+
+ private:
+  struct PendingWait {
+    std::uint64_t generation = 0;  ///< tells a live wait from stale registrations of older ones
+    std::size_t missing = 0;       ///< keys not yet present
+    bool active = false;
+  };
+  struct Registration {
+    SessionId session;
+    std::uint64_t generation;
+  };
+
+  bool present(const std::string& key) const;
+  /// `key` now exists: count it for every wait on it, and complete the waits it finishes.
+  void key_appeared(const std::string& key, Outcome& outcome);
+  /// The legacy WATCH_KEY callbacks of `key`, if anyone watches it.
+  void key_changed(const std::string& key, const std::string* old_value, const std::string* new_value,
+                   Outcome& outcome);
+
+  void handle_wait(SessionId session, const wire::Request& request, Outcome& outcome);
+  /// A wait ended without its keys (cancelled, or its session gone): its registrations went stale.
+  void abandon_wait(PendingWait& wait);
+  void handle_cancel_wait(SessionId session, Outcome& outcome);
+
+  std::unordered_map<std::string, std::string> data_;
+  std::unordered_map<std::string, std::deque<std::string>> queues_;
+  std::unordered_map<std::string, std::vector<Registration>> waiters_;
+  std::unordered_map<SessionId, PendingWait> waits_;
+  std::unordered_map<std::string, std::unordered_set<SessionId>> watchers_;
+  std::unordered_map<SessionId, std::vector<std::string>> watched_by_;
+  /// Registrations of abandoned waits still in waiters_ (for keys that never appeared). Swept
+  /// when they outnumber a bound, so that clients timing out on missing keys cannot grow memory
+  /// for ever, at amortized O(1) a wait.
+  std::size_t stale_registrations_ = 0;
+  std::size_t live_registrations_ = 0;
+};
+
+}  // namespace ddprun::rendezvous

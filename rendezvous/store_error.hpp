@@ -1,0 +1,17 @@
+#pragma once
+/// Errors of the store, client and server side. Messages name the operation, the key and the
+/// address, so that a user can tell which rank waited for what where.
+#include <stdexcept>
+
+namespace ddprun::rendezvous {
+
+struct StoreError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+/// An operation did not complete within its timeout (the connection stays usable).
+struct StoreTimeout : StoreError {
+  using StoreError::StoreError;
+};
+
+}  // namespace ddprun::rendezvous

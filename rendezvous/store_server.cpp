@@ -1,0 +1,179 @@
+#include "store_server.hpp"
+
+#include <sys/socket.h>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <future>
+#include <thread>
+
+#include "store_connection.hpp"
+#include "store_error.hpp"
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+namespace ddprun::rendezvous {
+namespace {
+
+/// The kernel clamps this to net.core.somaxconn; ask for plenty, ranks connect all at once.
+constexpr int kListenBacklog = 65535;
+
+tcp::endpoint endpoint_for(asio::io_context& io, const std::string& host, int port) {
+  boost::system::error_code ec;
+  auto address = asio::ip::make_address(host, ec);
+  if (!ec) return {address, static_cast<unsigned short>(port)};
+  tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, std::to_string(port), ec);
+  if (ec || results.empty()) throw StoreError("store: cannot resolve host " + host + ": " + ec.message());
+  return *results.begin();
+}
+
+}  // namespace
+
+class StoreServer::Impl {
+ public:
+  explicit Impl(StoreServerOptions options) : options_(std::move(options)), acceptor_(io_) {
+    shared_.limits = options_.limits;
+    shared_.token = options_.token;
+  }
+
+  void bind_and_listen() {
+    tcp::endpoint endpoint = endpoint_for(io_, options_.host, options_.port);
+    boost::system::error_code ec;
+    acceptor_.open(endpoint.protocol(), ec);
+    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec && endpoint.address().is_v6()) acceptor_.set_option(asio::ip::v6_only(false), ec);
+    if (!ec) acceptor_.bind(endpoint, ec);
+    if (!ec) acceptor_.listen(kListenBacklog, ec);
+    if (ec) {
+      throw StoreError("store: cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " +
+                       ec.message());
+    }
+  }
+
+  void adopt(int listening_fd) {
+    sockaddr_storage address{};
+    socklen_t length = sizeof(address);
+    if (::getsockname(listening_fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      throw StoreError("store: the socket handed over is not bound");
+    }
+    boost::system::error_code ec;
+    acceptor_.assign(address.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), listening_fd, ec);
+    if (!ec) acceptor_.listen(kListenBacklog, ec);  // raises the backlog of a socket bound elsewhere
+    if (ec) throw StoreError("store: cannot serve on the socket handed over: " + ec.message());
+  }
+
+  int port() const { return acceptor_.local_endpoint().port(); }
+
+  void start() {
+    accept();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+
+  void stop() {
+    if (stopped_) return;
+    stopped_ = true;
+    on_server([this] {
+      boost::system::error_code ignored;
+      acceptor_.close(ignored);
+      retry_timer_.cancel();
+      close_all_connections();
+      work_.reset();
+    });
+    if (thread_.joinable()) thread_.join();
+  }
+
+  void clear() {
+    on_server([this] {
+      close_all_connections();
+      shared_.keys.clear();
+    });
+  }
+
+  std::size_t connection_count() {
+    return on_server([this] { return shared_.sessions.size(); });
+  }
+  std::size_t key_count() {
+    return on_server([this] { return shared_.keys.key_count(); });
+  }
+
+ private:
+  /// Runs `f` on the server's thread and waits for its result (or runs it here when the thread is
+  /// not running), so that the server's state is only ever touched by one thread.
+  template <class F>
+  auto on_server(F f) -> decltype(f()) {
+    if (!thread_.joinable() || std::this_thread::get_id() == thread_.get_id()) return f();
+    std::packaged_task<decltype(f())()> task(std::move(f));
+    auto result = task.get_future();
+    asio::post(io_, [&task] { task(); });
+    return result.get();
+  }
+
+  void accept() {
+    acceptor_.async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+      if (ec) {
+        // Out of descriptors (EMFILE) or the like: back off briefly instead of spinning.
+        retry_timer_.expires_after(std::chrono::milliseconds(10));
+        retry_timer_.async_wait([this](const boost::system::error_code& timer_ec) {
+          if (!timer_ec) accept();
+        });
+        return;
+      }
+      if (shared_.sessions.size() >= options_.max_connections) {
+        boost::system::error_code ignored;
+        socket.close(ignored);
+      } else {
+        SessionId id = next_session_++;
+        auto connection = std::make_shared<StoreConnection>(std::move(socket), id, shared_);
+        shared_.sessions.emplace(id, connection);
+        connection->start();
+      }
+      accept();
+    });
+  }
+
+  void close_all_connections() {
+    std::vector<std::shared_ptr<StoreConnection>> open;
+    for (auto& [id, weak] : shared_.sessions) {
+      if (auto connection = weak.lock()) open.push_back(std::move(connection));
+    }
+    for (auto& connection : open) connection->close();
+    shared_.sessions.clear();
+  }
+
+  StoreServerOptions options_;
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_ = asio::make_work_guard(io_);
+  tcp::acceptor acceptor_;
+  asio::steady_timer retry_timer_{io_};
+  ServerShared shared_;
+  SessionId next_session_ = 1;
+  std::thread thread_;
+  bool stopped_ = false;
+};
+
+StoreServer::StoreServer(StoreServerOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->bind_and_listen();
+}
+
+StoreServer::StoreServer(StoreServerOptions options, int listening_fd)
+    : impl_(std::make_unique<Impl>(std::move(options))) {
+  impl_->adopt(listening_fd);
+}
+
+StoreServer::~StoreServer() { impl_->stop(); }
+
+int StoreServer::port() const { return impl_->port(); }
+void StoreServer::start() { impl_->start(); }
+void StoreServer::stop() { impl_->stop(); }
+void StoreServer::clear() { impl_->clear(); }
+std::size_t StoreServer::connection_count() const { return impl_->connection_count(); }
+std::size_t StoreServer::key_count() const { return impl_->key_count(); }
+
+}  // namespace ddprun::rendezvous
