@@ -12,7 +12,10 @@
 #include "error_file.hpp"
 #include "errors.hpp"
 #include "output_plan.hpp"
+#include "auth.hpp"
+#include "open_file_limit.hpp"
 #include "reaper.hpp"
+#include "store_error.hpp"
 #include "signal_names.hpp"
 #include "worker_env.hpp"
 
@@ -63,9 +66,7 @@ int Agent::run() {
   wait_forwarded_signals();
 
   logs_.emplace(config.log_dir, config.rdzv_id);
-  // Held until the workers start, so the kernel, not a guess, says the port is free.
-  master_port_.emplace(io_, config.master_addr, config.standalone ? 0 : config.master_port);
-  master_port_number_ = master_port_->port();
+  start_store();
 
   if (defaults_omp_num_threads(plan_.env, config.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
 
@@ -82,8 +83,29 @@ int Agent::run() {
   io_.poll();
 
   kill_remaining_children();
+  store_->stop();
   if (exit_status_ == kExitSuccess) logs_->remove_if_temporary();
   return exit_status_;
+}
+
+void Agent::start_store() {
+  const LaunchConfig& config = plan_.config;
+  master_addr_ = config.standalone ? "127.0.0.1" : config.master_addr;
+  // Bound here, so that a busy port is an error naming it, then handed to the store as it is:
+  // the port is held from now until the job ends, with no release-and-rebind race.
+  PortReservation reservation(io_, master_addr_, config.standalone ? 0 : config.master_port);
+  master_port_number_ = reservation.port();
+  rendezvous::StoreServerOptions options;
+  options.host = master_addr_;
+  options.port = master_port_number_;
+  options.token = rendezvous::auth::token_from_environment([this](const char* name) { return lookup(plan_.env, name); });
+  rendezvous::raise_open_file_limit();  // one connection per worker, and per worker thread in some trainers
+  try {
+    store_ = std::make_unique<rendezvous::StoreServer>(options, reservation.take_socket());
+  } catch (const rendezvous::StoreError& error) {
+    throw LaunchError(error.what());
+  }
+  store_->start();
 }
 
 std::vector<WorkerSpec> Agent::worker_specs() const {
@@ -100,12 +122,12 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
     spec.role = config.role;
     spec.role_rank = spec.rank;
     spec.role_world_size = spec.world_size;
-    spec.master_addr = config.standalone ? "127.0.0.1" : config.master_addr;
+    spec.master_addr = master_addr_;
     spec.master_port = master_port_number_;
     spec.restart_count = restart_count_;
     spec.max_restarts = config.max_restarts;
     spec.run_id = config.rdzv_id;
-    spec.use_agent_store = false;  // worker rank 0 hosts the store on MASTER_PORT
+    spec.use_agent_store = true;
     spec.cuda_visible_devices = plan_.devices.at(static_cast<std::size_t>(local_rank));
     spec.executable = plan_.command.executable;
     spec.argv = substitute_local_rank(plan_.command.argv, local_rank);
@@ -155,10 +177,12 @@ void Agent::start_attempt() {
     routes.push_back(open_routes(spec.local_rank, dir));
   }
 
+  // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
+  // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
+  if (restart_count_ > 0) store_->clear();
   oom_kills_seen_ = oom_.read_kills();
   group_ = std::make_unique<WorkerGroup>(
       io_, [this](const WorkerExit& exit) { on_worker_exit(exit); }, [this] { on_group_done(); });
-  if (master_port_) master_port_->release();  // the workers' rank 0 binds it next
   try {
     group_->start(specs, envs, routes);
   } catch (const LaunchError& error) {

@@ -16,6 +16,7 @@
 #include "port_reservation.hpp"
 #include "program.hpp"
 #include "run_logs.hpp"
+#include "store_server.hpp"
 #include "unique_fd.hpp"
 #include "worker_group.hpp"
 
@@ -41,6 +42,7 @@ class Agent {
  private:
   enum class Phase { running, stopping_after_failure, stopping_for_signal };
 
+  void start_store();
   void start_attempt();
   std::vector<WorkerSpec> worker_specs() const;
   WorkerRoutes open_routes(int local_rank, const std::filesystem::path& dir);
@@ -62,7 +64,10 @@ class Agent {
   boost::asio::signal_set forwarded_signals_;
 
   std::optional<RunLogs> logs_;
-  std::optional<PortReservation> master_port_;
+  /// The job's store, on MASTER_ADDR:MASTER_PORT for the whole job; workers are its clients
+  /// (TORCHELASTIC_USE_AGENT_STORE=True). Its own thread, so store traffic never delays the agent.
+  std::unique_ptr<rendezvous::StoreServer> store_;
+  std::string master_addr_;
   int master_port_number_ = 0;
   OomWatch oom_;
   std::optional<std::uint64_t> oom_kills_seen_;  ///< OOM-kill count already accounted for

@@ -44,9 +44,6 @@ PortReservation::PortReservation(asio::io_context& io, const std::string& host, 
   port_ = acceptor_.local_endpoint().port();
 }
 
-void PortReservation::release() {
-  boost::system::error_code ignored;
-  acceptor_.close(ignored);
-}
+int PortReservation::take_socket() { return acceptor_.release(); }
 
 }  // namespace ddprun::launcher

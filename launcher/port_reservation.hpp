@@ -15,8 +15,9 @@ class PortReservation {
 
   int port() const { return port_; }
 
-  /// Gives the port back (before the workers that will bind it start).
-  void release();
+  /// Hands the listening socket over (to the store that serves on it): the port stays held, with
+  /// no moment in which another process could take it. The caller owns the descriptor.
+  int take_socket();
 
  private:
   boost::asio::ip::tcp::acceptor acceptor_;

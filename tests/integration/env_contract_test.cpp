@@ -48,7 +48,7 @@ TEST_P(EnvContract, EveryWorkerGetsTheTorchrunVariables) {
     EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
     EXPECT_EQ(env["TORCHELASTIC_MAX_RESTARTS"], "2");
     EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job7");
-    EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "False");
+    EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
     EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
     EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES"));
     if (nproc > 1) {
