@@ -7,19 +7,6 @@ namespace {
 
 using wire::Op;
 
-/// PyTorch 1.13's WatchResponseType: the type byte of a WATCH_KEY push.
-enum class WatchEvent : std::uint8_t { updated = 0, created = 1, deleted = 2 };
-
-std::string watch_push(WatchEvent event, const std::string& key, const std::string* old_value,
-                       const std::string* new_value) {
-  std::string push;
-  wire::put_u8(push, static_cast<std::uint8_t>(event));
-  wire::put_bytes(push, key);
-  wire::put_bytes(push, old_value != nullptr ? *old_value : std::string());
-  wire::put_bytes(push, new_value != nullptr ? *new_value : std::string());
-  return push;
-}
-
 /// ADD counters are ASCII decimal, as PyTorch stores them.
 bool parse_counter(const std::string& text, std::int64_t& value) {
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
@@ -34,34 +21,56 @@ bool KeySpace::present(const std::string& key) const {
   return queue != queues_.end() && !queue->second.empty();
 }
 
+bool KeySpace::count_for(const Registration& registration, Outcome& outcome) {
+  auto wait = waits_.find(registration.session);
+  if (wait == waits_.end() || !wait->second.active || wait->second.generation != registration.generation) {
+    stale_registrations_ -= 1;
+    return false;
+  }
+  live_registrations_ -= 1;
+  if (--wait->second.missing > 0) return false;
+  wait->second.active = false;
+  std::string stop;
+  wire::put_u8(stop, wire::kStopWaiting);
+  outcome.deliveries.push_back({registration.session, std::move(stop)});
+  return true;
+}
+
 void KeySpace::key_appeared(const std::string& key, Outcome& outcome) {
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
   std::vector<Registration> registrations = std::move(it->second);
   waiters_.erase(it);
-  for (const auto& registration : registrations) {
-    auto wait = waits_.find(registration.session);
-    if (wait == waits_.end() || !wait->second.active || wait->second.generation != registration.generation) {
-      stale_registrations_ -= 1;
-      continue;
-    }
-    live_registrations_ -= 1;
-    if (--wait->second.missing > 0) continue;
-    wait->second.active = false;
-    std::string stop;
-    wire::put_u8(stop, wire::kStopWaiting);
-    outcome.deliveries.push_back({registration.session, std::move(stop)});
+  for (const auto& registration : registrations) count_for(registration, outcome);
+}
+
+void KeySpace::queue_item_arrived(const std::string& key, Outcome& outcome) {
+  auto it = waiters_.find(key);
+  if (it == waiters_.end()) return;
+  auto& registrations = it->second;
+  std::size_t used = 0;
+  while (used < registrations.size()) {
+    if (count_for(registrations[used++], outcome)) break;  // woken: the item is that waiter's to pop
   }
+  registrations.erase(registrations.begin(), registrations.begin() + static_cast<std::ptrdiff_t>(used));
+  if (registrations.empty()) waiters_.erase(it);
 }
 
 void KeySpace::key_changed(const std::string& key, const std::string* old_value, const std::string* new_value,
                            Outcome& outcome) {
+  if (!watchers_.contains(key)) return;
+  std::uint8_t type = new_value == nullptr   ? wire::kWatchKeyDeleted
+                      : old_value == nullptr ? wire::kWatchKeyCreated
+                                             : wire::kWatchKeyUpdated;
+  push_to_watchers(key,
+                   wire::encode_watch_push(type, key, old_value != nullptr ? *old_value : std::string_view(),
+                                           new_value != nullptr ? *new_value : std::string_view()),
+                   outcome);
+}
+
+void KeySpace::push_to_watchers(const std::string& key, const std::string& push, Outcome& outcome) {
   auto it = watchers_.find(key);
   if (it == watchers_.end()) return;
-  WatchEvent event = new_value == nullptr ? WatchEvent::deleted
-                     : old_value == nullptr ? WatchEvent::created
-                                            : WatchEvent::updated;
-  std::string push = watch_push(event, key, old_value, new_value);
   for (SessionId watcher : it->second) outcome.deliveries.push_back({watcher, push});
 }
 
@@ -199,9 +208,12 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
     }
     case Op::append: {
       auto [it, created] = data_.try_emplace(*key);
-      std::string old = created ? std::string() : it->second;
       it->second.append(request.values.at(0));
-      key_changed(*key, created ? nullptr : &old, &it->second, outcome);
+      // PyTorch 2.0's push for APPEND carries only the appended bytes.
+      if (watchers_.contains(*key)) {
+        push_to_watchers(*key, wire::encode_watch_push(wire::kWatchKeyAppended, *key, {}, request.values.at(0)),
+                         outcome);
+      }
       if (created) key_appeared(*key, outcome);
       break;
     }
@@ -229,7 +241,7 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
       break;
     case Op::queue_push: {
       queues_[*key].push_back(request.values.at(0));
-      key_appeared(*key, outcome);
+      queue_item_arrived(*key, outcome);
       break;
     }
     case Op::queue_pop: {

@@ -52,9 +52,14 @@ class KeySpace {
   bool present(const std::string& key) const;
   /// `key` now exists: count it for every wait on it, and complete the waits it finishes.
   void key_appeared(const std::string& key, Outcome& outcome);
+  /// An item was pushed to queue `key`: it is for one waiter only, the first in arrival order.
+  void queue_item_arrived(const std::string& key, Outcome& outcome);
+  /// Counts a present key for a live registration; true when that completes its wait.
+  bool count_for(const Registration& registration, Outcome& outcome);
   /// The legacy WATCH_KEY callbacks of `key`, if anyone watches it.
   void key_changed(const std::string& key, const std::string* old_value, const std::string* new_value,
                    Outcome& outcome);
+  void push_to_watchers(const std::string& key, const std::string& push, Outcome& outcome);
 
   void handle_wait(SessionId session, const wire::Request& request, Outcome& outcome);
   /// A wait ended without its keys (cancelled, or its session gone): its registrations went stale.

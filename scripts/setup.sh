@@ -9,6 +9,7 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libssl-dev                                     # HMAC-SHA256 for store authentication
   libgtest-dev
+  clang-14 libclang-rt-14-dev                    # libFuzzer for the wire decoder's fuzz test
   python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks
   hyperfine procps iproute2
 )

@@ -176,3 +176,25 @@ TEST(KeySpace, ClearEmptiesEverything) {
   EXPECT_EQ(keys.key_count(), 0U);
   EXPECT_TRUE(keys.execute(1, req(Op::set, {"/b"}, {"1"})).deliveries.empty());
 }
+
+TEST(KeySpace, QueuePushWakesOneWaiterInArrivalOrder) {
+  KeySpace keys;
+  keys.execute(2, req(Op::wait, {"/q"}));
+  keys.execute(3, req(Op::wait, {"/q"}));
+  auto first = keys.execute(1, req(Op::queue_push, {"/q"}, {"a"}));
+  ASSERT_EQ(first.deliveries.size(), 1U);
+  EXPECT_EQ(first.deliveries[0].session, 2U);
+  auto second = keys.execute(1, req(Op::queue_push, {"/q"}, {"b"}));
+  ASSERT_EQ(second.deliveries.size(), 1U);
+  EXPECT_EQ(second.deliveries[0].session, 3U);
+}
+
+TEST(KeySpace, WatchedAppendPushesOnlyTheAppendedBytes) {
+  KeySpace keys;
+  keys.execute(1, req(Op::set, {"/log"}, {"ab"}));
+  keys.execute(7, req(Op::watch_key, {"/log"}));
+  auto append = keys.execute(1, req(Op::append, {"/log"}, {"cd"}));
+  ASSERT_EQ(append.deliveries.size(), 1U);
+  EXPECT_EQ(append.deliveries[0].bytes,
+            u8_reply(wire::kWatchKeyAppended) + bytes_reply("/log") + bytes_reply("") + bytes_reply("cd"));
+}
