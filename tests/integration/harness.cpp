@@ -19,6 +19,7 @@ namespace ddprun::testing {
 std::string ddprun_binary() { return DDPRUN_BINARY; }
 std::string test_worker_binary() { return TEST_WORKER_BINARY; }
 std::string hello_ranks_binary() { return HELLO_RANKS_BINARY; }
+std::string ddprun_store_binary() { return DDPRUN_STORE_BINARY; }
 std::string examples_dir() { return EXAMPLES_DIR; }
 
 namespace {

@@ -15,6 +15,7 @@ namespace ddprun::testing {
 std::string ddprun_binary();
 std::string test_worker_binary();
 std::string hello_ranks_binary();
+std::string ddprun_store_binary();
 std::string examples_dir();
 /// Debian's interpreter, the one with python3-torch (the default python3 may be another).
 inline const char* kSystemPython = "/usr/bin/python3";
