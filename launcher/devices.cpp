@@ -9,15 +9,10 @@
 #include <system_error>
 
 #include "errors.hpp"
+#include "text.hpp"
 
 namespace ddprun::launcher {
 namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
-  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
-  return s;
-}
 
 /// Entries of the driver's per-GPU folder; nothing when it does not exist (no driver loaded).
 std::optional<int> driver_gpu_count(const std::filesystem::path& dir) {
