@@ -169,15 +169,16 @@ class StoreClient::Impl {
   void connect() { connect_with_retry(); }
 
   /// Checks `request` against the limits (no I/O when it is over them), reconnects when the connection
-  /// is gone, and sends it. Returns the deadline of the reply.
-  Deadline send(const wire::Request& request, milliseconds timeout) {
+  /// is gone (unless `mid_exchange`: a reply of ours may be on its way, a new connection would lose
+  /// it), and sends it. Returns the deadline of the reply.
+  Deadline send(const wire::Request& request, milliseconds timeout, bool mid_exchange = false) {
     check_limits(request);
     std::string bytes = wire::encode_request(wire::Dialect::current, request);
     if (bytes.size() > options.limits.max_request_bytes) {
       throw CallFailed{"the request is " + std::to_string(bytes.size()) + " bytes, over the limit of " +
                        std::to_string(options.limits.max_request_bytes)};
     }
-    ensure_connected();
+    if (!mid_exchange) ensure_connected();
     Deadline deadline = deadline_after(timeout);
     write_all(bytes, deadline);
     return deadline;
@@ -236,7 +237,8 @@ class StoreClient::Impl {
     std::string message =
         "store " + address + ": " + what + " timed out after " + describe_duration(shown) + std::string(why);
     try {
-      Deadline cancel = send(make_request(wire::Op::cancel_wait), std::min(options.timeout, kCancelWaitTimeout));
+      Deadline cancel =
+          send(make_request(wire::Op::cancel_wait), std::min(options.timeout, kCancelWaitTimeout), /*mid_exchange=*/true);
       std::uint8_t reply = read_u8(cancel);
       // The keys may have come just as we gave up: the STOP_WAITING is then ahead of WAIT_CANCELED.
       // The caller's deadline has passed all the same, so this stays a timeout (as in PyTorch).
@@ -389,9 +391,9 @@ class StoreClient::Impl {
       read_i64(deadline);
     } catch (const CallFailed& failed) {
       if (failed.timed_out) throw;
-      throw StoreError("the store at " + address + " closed the connection when this client did not " +
-                       "authenticate (" + failed.reason + "): it requires a token; set DDPRUN_STORE_TOKEN " +
-                       "or DDPRUN_STORE_TOKEN_FILE");
+      throw StoreError("the store at " + address + " requires a token (" + failed.reason +
+                       " at the first request of this client, which has none): set DDPRUN_STORE_TOKEN or " +
+                       "DDPRUN_STORE_TOKEN_FILE");
     }
   }
 

@@ -34,7 +34,8 @@ struct StoreClientOptions {
   std::string host;  ///< a name, an IPv4 or an IPv6 address ("::1", without brackets)
   int port = 0;
   /// Total time to keep retrying the connection (refused, unreachable, name not resolvable yet,
-  /// closed during the handshake): the store may start after its clients.
+  /// closed before answering PING): the store may start after its clients. Authentication failures
+  /// are not retried.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(60)};
   /// The default per-operation timeout (and the WAIT timeout of get() and wait()).
   std::chrono::milliseconds timeout{std::chrono::seconds(300)};
@@ -74,7 +75,7 @@ class StoreClient {
   bool delete_key(std::string_view key);
   /// Appends to the value, creating the key when missing.
   void append(std::string_view key, std::string_view value);
-  /// The values of all keys (PyTorch's semantics: the server expects them to exist; no WAIT).
+  /// The values of all keys, in order; as PyTorch, it WAITs for them first (the default timeout).
   std::vector<std::string> multi_get(const std::vector<std::string>& keys);
   /// Throws std::invalid_argument when the sizes differ.
   void multi_set(const std::vector<std::string>& keys, const std::vector<std::string>& values);
