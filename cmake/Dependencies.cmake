@@ -6,6 +6,22 @@ find_package(CLI11 CONFIG REQUIRED)
 find_package(fmt REQUIRED)
 find_package(nlohmann_json 3 REQUIRED)
 find_package(OpenSSL 3 REQUIRED COMPONENTS Crypto)  # HMAC-SHA256 for store authentication
+find_package(spdlog REQUIRED)
+find_package(Gloo REQUIRED)  # Debian libgloo-dev: CPU collectives over TCP
+
+# CUDA and NCCL (under /usr/local/cuda on the project's machines) enable the nccl backend;
+# everything else builds and passes without them.
+find_package(CUDAToolkit QUIET)
+find_library(DDPRUN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
+find_path(DDPRUN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
+if(CUDAToolkit_FOUND AND DDPRUN_NCCL_LIBRARY AND DDPRUN_NCCL_INCLUDE_DIR)
+  set(DDPRUN_WITH_NCCL ON)
+  message(STATUS "ddprun: nccl backend enabled (${DDPRUN_NCCL_LIBRARY})")
+else()
+  set(DDPRUN_WITH_NCCL OFF)
+  message(STATUS "ddprun: CUDA/NCCL not found; building without the nccl backend")
+endif()
+
 if(DDPRUN_BUILD_TESTS)
   find_package(GTest REQUIRED)
 endif()

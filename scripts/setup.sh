@@ -8,6 +8,8 @@ packages=(
   libboost1.74-dev libboost-filesystem1.74-dev   # Asio (event loop, sockets), Process (spawning)
   libcli11-dev libfmt-dev nlohmann-json3-dev
   libssl-dev                                     # HMAC-SHA256 for store authentication
+  libgloo-dev libspdlog-dev                      # ddprun::runtime: CPU collectives, rank-aware logging
+  openmpi-bin                                    # mpirun, a launcher the runtime must work under
   libgtest-dev
   clang-14 libclang-rt-14-dev                    # libFuzzer for the wire decoder's fuzz test
   python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks

@@ -1,0 +1,256 @@
+// What ranks see when a peer fails them: one that never joins a collective, one that never joins
+// the group, one SIGKILLed in the middle of a collective. Real processes and loopback sockets; each
+// rank checks the error it got (type, and that the message names the operation and the peer) and
+// reports through its exit status. Elapsed times are only bounded loosely, to tell "failed within
+// the timeout" from "hung": timing itself is the benchmarks' business.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ddprun/error.hpp"
+#include "ddprun/process_group.hpp"
+
+namespace {
+
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using ddprun::ProcessGroup;
+
+int free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  ::close(fd);
+  return ntohs(address.sin_port);
+}
+
+ddprun::Identity identity_of(int rank, int world, int port) {
+  ddprun::Identity identity;
+  identity.rank = rank;
+  identity.world_size = world;
+  identity.local_rank = rank;
+  identity.local_world_size = world;
+  identity.master_addr = "127.0.0.1";
+  identity.master_port = port;
+  identity.agent_store = false;  // rank 0 hosts the store
+  return identity;
+}
+
+std::unique_ptr<ProcessGroup> join(int rank, int world, int port, std::chrono::milliseconds timeout) {
+  ddprun::ProcessGroupOptions options;
+  options.backend = ddprun::Backend::gloo;
+  options.timeout = timeout;
+  return ProcessGroup::create(identity_of(rank, world, port), options);
+}
+
+/// Forks one process per rank running `body(rank, port)` (which returns its exit status, 0 = its
+/// checks passed) and returns the exit statuses; -1 for a rank ended by a signal or killed at the
+/// deadline.
+std::vector<int> run_ranks(int world, const std::function<int(int rank, int port)>& body) {
+  const int port = free_port();
+  std::vector<pid_t> pids;
+  for (int rank = 0; rank < world; ++rank) {
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      int status = 1;
+      try {
+        status = body(rank, port);
+      } catch (const std::exception& error) {
+        std::fprintf(stderr, "rank %d: unexpected: %s\n", rank, error.what());
+      }
+      std::fflush(stderr);
+      ::_exit(status);
+    }
+    pids.push_back(pid);
+  }
+  std::vector<int> statuses;
+  const auto deadline = Clock::now() + 120s;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (Clock::now() > deadline) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        break;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    statuses.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+  }
+  return statuses;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+/// 0 when `message` contains every part; prints what is missing otherwise. Prints the message either
+/// way: the test's log then shows what users would read.
+int expect_message(int rank, const std::string& message, const std::vector<std::string>& parts) {
+  std::fprintf(stderr, "rank %d got: %s\n", rank, message.c_str());
+  int missing = 0;
+  for (const auto& part : parts) {
+    if (!contains(message, part)) {
+      std::fprintf(stderr, "rank %d: the error does not mention \"%s\": %s\n", rank, part.c_str(), message.c_str());
+      ++missing;
+    }
+  }
+  return missing == 0 ? 0 : 1;
+}
+
+TEST(ProcessGroupFailure, APeerThatNeverJoinsACollectiveGivesATimeoutNamingTheOperationAndThePeer) {
+  auto statuses = run_ranks(2, [](int rank, int port) {
+    auto group = join(rank, 2, port, 2s);
+    std::vector<float> values(1024, 1.0f);
+    if (rank == 1) {
+      std::this_thread::sleep_for(8s);  // alive, connected, but never calls all_reduce
+      return 0;
+    }
+    const auto start = Clock::now();
+    try {
+      group->all_reduce(ddprun::buffer_of(values.data(), values.size()));
+      std::fprintf(stderr, "rank 0: all_reduce succeeded without its peer\n");
+      return 1;
+    } catch (const ddprun::TimeoutError& error) {
+      const auto waited = Clock::now() - start;
+      int status = expect_message(0, error.what(), {"all_reduce", "float32 x 1024", "timed out", "rank 1"});
+      if (waited > 30s) {
+        std::fprintf(stderr, "rank 0: the 2 s timeout took %lld s\n",
+                     static_cast<long long>(std::chrono::duration_cast<std::chrono::seconds>(waited).count()));
+        status = 1;
+      }
+      // The group is now unusable, and says why at once.
+      try {
+        group->barrier();
+        std::fprintf(stderr, "rank 0: a barrier after the failure succeeded\n");
+        return 1;
+      } catch (const ddprun::Error& later) {
+        status |= expect_message(0, later.what(), {"barrier", "failed earlier", "all_reduce"});
+      }
+      return status;
+    }
+  });
+  EXPECT_EQ(statuses, (std::vector<int>{0, 0}));
+}
+
+TEST(ProcessGroupFailure, WaitWithItsOwnTimeoutGivesUpWhileTheOperationGoesOn) {
+  auto statuses = run_ranks(2, [](int rank, int port) {
+    auto group = join(rank, 2, port, 30s);
+    std::vector<std::int64_t> values(10, rank + 1);
+    if (rank == 1) std::this_thread::sleep_for(2s);  // late, but within the group's timeout
+    auto work = group->all_reduce_async(ddprun::buffer_of(values.data(), values.size()), ddprun::ReduceOp::sum);
+    int status = 0;
+    if (rank == 0) {
+      try {
+        work->wait(100ms);
+        std::fprintf(stderr, "rank 0: wait(100 ms) returned although rank 1 is 2 s late\n");
+        status = 1;
+      } catch (const ddprun::TimeoutError& error) {
+        status |= expect_message(0, error.what(), {"all_reduce", "has not ended"});
+      }
+    }
+    work->wait();
+    if (!work->completed() || values[0] != 3) {
+      std::fprintf(stderr, "rank %d: the all_reduce gave %lld, not 3\n", rank, static_cast<long long>(values[0]));
+      status = 1;
+    }
+    return status;
+  });
+  EXPECT_EQ(statuses, (std::vector<int>{0, 0}));
+}
+
+TEST(ProcessGroupFailure, ARankThatNeverStartsMakesJoiningTimeOut) {
+  auto statuses = run_ranks(3, [](int rank, int port) {
+    if (rank == 2) return 0;  // never joins
+    try {
+      join(rank, 3, port, 2s);
+      std::fprintf(stderr, "rank %d: joined a group of 3 with 2 ranks\n", rank);
+      return 1;
+    } catch (const ddprun::TimeoutError& error) {
+      return expect_message(rank, error.what(), {"rank " + std::to_string(rank) + " of 3", "join"});
+    }
+  });
+  EXPECT_EQ(statuses, (std::vector<int>{0, 0, 0}));
+}
+
+/// Rank 2 of 3 dies (SIGKILL), after starting the survivors' next all_reduce of `count` floats or
+/// before; the group timeout is long, so the survivors must fail because the connection broke, not
+/// because they waited it out.
+void expect_survivors_fail_when_rank_2_dies(std::size_t count, bool starts_the_collective) {
+  auto statuses = run_ranks(3, [=](int rank, int port) {
+    auto group = join(rank, 3, port, 60s);
+    std::vector<float> values(count, 1.0f);
+    auto buffer = ddprun::buffer_of(values.data(), values.size());
+    group->all_reduce(buffer);  // one that succeeds first
+    if (rank == 2) {
+      if (starts_the_collective) {
+        auto work = group->all_reduce_async(buffer, ddprun::ReduceOp::sum);
+        std::this_thread::sleep_for(50ms);
+      }
+      ::raise(SIGKILL);
+    }
+    const auto start = Clock::now();
+    try {
+      group->all_reduce(buffer);
+      std::fprintf(stderr, "rank %d: all_reduce succeeded although rank 2 died\n", rank);
+      return 1;
+    } catch (const ddprun::TimeoutError& error) {
+      std::fprintf(stderr, "rank %d: a timeout, not the broken connection: %s\n", rank, error.what());
+      return 1;
+    } catch (const ddprun::Error& error) {
+      // Rank 1 receives from rank 2 in gloo's ring and must name it; rank 0 may learn of the death
+      // second hand, from rank 1 giving up and closing its connections, and names whom it lost.
+      int status = expect_message(rank, error.what(),
+                                  {"all_reduce", "rank " + std::to_string(rank) + " of 3",
+                                   rank == 1 ? "connection to rank 2" : "connection to rank"});
+      if (Clock::now() - start > 30s) {
+        std::fprintf(stderr, "rank %d: took longer than half the group's timeout\n", rank);
+        status = 1;
+      }
+      return status;
+    }
+  });
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[0], 0);
+  EXPECT_EQ(statuses[1], 0);
+  EXPECT_EQ(statuses[2], -1);  // SIGKILLed
+}
+
+TEST(ProcessGroupFailure, APeerKilledMidCollectiveFailsTheOthersWellBeforeTheTimeout) {
+  expect_survivors_fail_when_rank_2_dies(16 << 20, true);  // 64 MiB: gloo's ring, surely in flight
+}
+
+TEST(ProcessGroupFailure, APeerDeadBeforeASmallCollectiveFailsTheOthersToo) {
+  // 4 KiB takes the direct exchange, which would complete if the victim had sent its part already.
+  expect_survivors_fail_when_rank_2_dies(1024, false);
+}
+
+TEST(ProcessGroupFailure, NcclWithoutAGpuIsAClearErrorNotACrash) {
+  auto statuses = run_ranks(1, [](int rank, int port) {
+    ddprun::ProcessGroupOptions options;
+    options.backend = ddprun::Backend::nccl;
+    options.timeout = 5s;
+    try {
+      auto group = ProcessGroup::create(identity_of(rank, 1, port), options);
+      return group->backend() == ddprun::Backend::nccl ? 0 : 1;  // a worker with a GPU
+    } catch (const ddprun::Error& error) {
+      return expect_message(rank, error.what(), {"nccl backend needs"});
+    }
+  });
+  EXPECT_EQ(statuses, (std::vector<int>{0}));
+}
+
+}  // namespace
