@@ -172,6 +172,7 @@ void Agent::start_attempt() {
   for (auto& spec : specs) {
     auto dir = logs_->worker_dir(restart_count_, spec.local_rank);
     spec.error_file = (dir / "error.json").string();
+    spec.progress_file = (dir / "progress").string();
     error_files_.push_back(spec.error_file);
     envs.push_back(build_worker_env(plan_.env, spec));
     routes.push_back(open_routes(spec.local_rank, dir));

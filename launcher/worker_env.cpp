@@ -28,6 +28,7 @@ Environ build_worker_env(const Environ& base, const WorkerSpec& spec) {
   // Python's bool spelling: PyTorch compares the string with "True".
   set("TORCHELASTIC_USE_AGENT_STORE", spec.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", spec.error_file);
+  if (!spec.progress_file.empty()) set("DDPRUN_PROGRESS_FILE", spec.progress_file);
   env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   if (defaults_omp_num_threads(base, spec.local_world_size)) set("OMP_NUM_THREADS", "1");
   if (spec.cuda_visible_devices) set("CUDA_VISIBLE_DEVICES", *spec.cuda_visible_devices);

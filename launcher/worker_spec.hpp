@@ -24,6 +24,7 @@ struct WorkerSpec {
   std::string run_id;
   bool use_agent_store = false;
   std::string error_file;
+  std::string progress_file;  ///< DDPRUN_PROGRESS_FILE: where ddprun::progress::report writes
   std::optional<std::string> cuda_visible_devices;  ///< nothing = inherit the launcher's
   std::string executable;                           ///< absolute path
   std::vector<std::string> argv;                    ///< `${local_rank}` already substituted

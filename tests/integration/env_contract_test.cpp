@@ -62,6 +62,7 @@ TEST_P(EnvContract, EveryWorkerGetsTheTorchrunVariables) {
     EXPECT_EQ(error_file.parent_path().filename(), std::to_string(rank));
     EXPECT_EQ(error_file.parent_path().parent_path().filename(), "attempt_0");
     EXPECT_EQ(error_file.parent_path().parent_path().parent_path().filename().string().rfind("job7_", 0), 0U);
+    EXPECT_EQ(env["DDPRUN_PROGRESS_FILE"], (error_file.parent_path() / "progress").string());
   }
   // The OMP warning is printed once, not once per worker.
   std::size_t warnings = 0;
