@@ -65,8 +65,8 @@ int Agent::run() {
   wait_stop_signals();
   wait_forwarded_signals();
 
+  start_store();  // first: a busy port fails the job before anything is created
   logs_.emplace(config.log_dir, config.rdzv_id);
-  start_store();
 
   if (defaults_omp_num_threads(plan_.env, config.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
 
@@ -98,7 +98,12 @@ void Agent::start_store() {
   rendezvous::StoreServerOptions options;
   options.host = master_addr_;
   options.port = master_port_number_;
-  options.token = rendezvous::auth::token_from_environment([this](const char* name) { return lookup(plan_.env, name); });
+  try {
+    options.token =
+        rendezvous::auth::token_from_environment([this](const char* name) { return lookup(plan_.env, name); });
+  } catch (const rendezvous::StoreError& error) {
+    throw UsageError(error.what());  // DDPRUN_STORE_TOKEN(_FILE) set wrongly: the user's setting to fix
+  }
   rendezvous::raise_open_file_limit();  // one connection per worker, and per worker thread in some trainers
   try {
     store_ = std::make_unique<rendezvous::StoreServer>(options, reservation.take_socket());

@@ -52,3 +52,13 @@ TEST(Ports, StandaloneFindsAFreePort) {
   EXPECT_GT(std::stoi(env0["MASTER_PORT"]), 0);
   EXPECT_NE(env0["TORCHELASTIC_RUN_ID"], "none");  // a random id, as torchrun's --standalone
 }
+
+TEST(Ports, StoreTokenSettingsThatContradictAreAUsageError) {
+  TempDir dir;
+  Outcome outcome = run_ddprun({"--standalone", test_worker_binary(), "env", dir.str()},
+                               {{"DDPRUN_STORE_TOKEN", "a"}, {"DDPRUN_STORE_TOKEN_FILE", "/nonexistent"}});
+  EXPECT_EQ(outcome.exit_status, 2) << outcome.err;
+  EXPECT_EQ(split_lines(outcome.err).size(), 1U) << outcome.err;
+  EXPECT_NE(outcome.err.find("DDPRUN_STORE_TOKEN"), std::string::npos) << outcome.err;
+  EXPECT_TRUE(std::filesystem::is_empty(dir.path()));
+}
