@@ -34,6 +34,11 @@ if(TARGET ddprun_runtime)
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker_runtime/include/ddprun
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
           FILES_MATCHING PATTERN "*.hpp")
+  if(TARGET ddprun_torch)
+    install(TARGETS ddprun_torch EXPORT ddprunTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+    install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker_runtime/torch/include/ddprun
+            DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.hpp")
+  endif()
   install(EXPORT ddprunTargets NAMESPACE ddprun:: DESTINATION ${DDPRUN_INSTALL_CMAKEDIR})
 
   configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/ddprunConfig.cmake.in

@@ -10,6 +10,8 @@ packages=(
   libssl-dev                                     # HMAC-SHA256 for store authentication
   libgloo-dev libspdlog-dev                      # ddprun::runtime: CPU collectives, rank-aware logging
   openmpi-bin                                    # mpirun, a launcher the runtime must work under
+  libtorch-dev zlib1g-dev                        # ddprun::torch and the LibTorch examples
+  dataset-fashion-mnist                          # the training demo's data
   libgtest-dev
   clang-14 libclang-rt-14-dev                    # libFuzzer for the wire decoder's fuzz test
   python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks
