@@ -1,15 +1,74 @@
 #!/usr/bin/env bash
-# Set up, build, and run the launcher benchmarks: ddprun against torchrun-anchor, same run.
-# Usage: scripts/bench.sh [FILTER] [bench/launcher_bench.py options]
-#   FILTER: substring of a benchmark name (launch, restart, cpu); e.g. `scripts/bench.sh cpu --cpu-sleep 3`
+# Set up, build, and run the benchmarks, each against its PyTorch anchor in the same run:
+#   launcher  (bench/launcher_bench.py):  ddprun against torchrun-anchor
+#   store     (bench/store_bench.py):     ddprun-store against PyTorch 1.13's TCPStore server
+#   allreduce (bench/allreduce_bench.py): ddprun::runtime's gloo all_reduce against PyTorch's gloo
+#   train     (bench/train_bench.py):     Fashion-MNIST on ddprun::torch against Python DDP
+# Usage: scripts/bench.sh [FILTER] [options]
+#   FILTER: substring of a benchmark name; runs every benchmark whose name contains it, e.g.
+#     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo.
+#     Empty (or omitted): all of them (about 30 minutes).
+#   options: --store-* go to store_bench.py, --allreduce-* to allreduce_bench.py, the rest to
+#     launcher_bench.py; e.g. `scripts/bench.sh cpu --cpu-sleep 3`,
+#     `scripts/bench.sh store --store-duration 1`. train_bench.py takes its options when run directly.
 # Exits non-zero if a benchmark fails to run (a missed goal is reported, not a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+filter=""
+if [[ $# -gt 0 && "$1" != -* ]]; then
+  filter=$1
+  shift
+fi
+launcher_args=()
+store_args=()
+allreduce_args=()
+while [[ $# -gt 0 ]]; do
+  # Every --store-/--allreduce- option takes a value, as --opt=value or --opt value.
+  case "$1" in
+    --store-*=*) store_args+=("$1"); shift ;;
+    --store-*) store_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
+    --allreduce-*=*) allreduce_args+=("$1"); shift ;;
+    --allreduce-*) allreduce_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
+    *) launcher_args+=("$1"); shift ;;
+  esac
+done
+
+# /usr/bin/python3 explicitly: the anchors need Debian's python3-torch.
+py=/usr/bin/python3
+# --list exits 0 when the filter selects one of the harness's benchmarks.
+selected=()
+for harness in launcher store allreduce train; do
+  if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
+done
+if ((${#selected[@]} == 0)); then
+  echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
+  for harness in launcher store allreduce train; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  exit 2
+fi
+
 ./scripts/setup.sh
 ./scripts/build.sh
 build_dir=${DDPRUN_BUILD_DIR:-build}
 # The anchor lives in shared/, beside the repository.
 anchor=${TORCHRUN_ANCHOR:-$(realpath ../shared/tools/torchrun-anchor)}
-# /usr/bin/python3 explicitly: the anchor needs Debian's python3-torch; the harness is stdlib only.
-exec /usr/bin/python3 bench/launcher_bench.py \
-  --ddprun "$build_dir/bin/ddprun" --probe "$build_dir/bin/restart_probe" --anchor "$anchor" "$@"
+status=0
+for harness in "${selected[@]}"; do
+  case "$harness" in
+    launcher)
+      "$py" bench/launcher_bench.py "$filter" \
+        --ddprun "$build_dir/bin/ddprun" --probe "$build_dir/bin/restart_probe" --anchor "$anchor" \
+        ${launcher_args[@]+"${launcher_args[@]}"} || status=1 ;;
+    store)
+      "$py" bench/store_bench.py "$filter" \
+        --store-server "$build_dir/bin/ddprun-store" --store-load "$build_dir/bin/store_load" \
+        ${store_args[@]+"${store_args[@]}"} || status=1 ;;
+    allreduce)
+      "$py" bench/allreduce_bench.py "$filter" --allreduce-ddprun "$build_dir/bin/ddprun" \
+        --allreduce-worker "$build_dir/bin/allreduce" --allreduce-memcpy "$build_dir/bin/memcpy_ceiling" \
+        ${allreduce_args[@]+"${allreduce_args[@]}"} || status=1 ;;
+    train)
+      "$py" bench/train_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" \
+        --fashion "$build_dir/bin/fashion_mnist" --anchor "$anchor" || status=1 ;;
+  esac
+done
+exit $status
