@@ -22,6 +22,7 @@
 #include "ddprun/error.hpp"
 #include "ddprun/process_group.hpp"
 #include "store_server.hpp"
+#include "../support/free_port.hpp"
 
 namespace {
 
@@ -33,18 +34,7 @@ using ddprun::ReduceOp;
 
 // ---- processes --------------------------------------------------------------------------------
 
-/// A port that was free a moment ago (the store binds it right after; loopback tests accept the race).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+using ddprun::testing::free_port;
 
 /// The launcher's agent, played by a child process that serves the store until killed (the test
 /// process itself stays single-threaded, so that forking it is safe). Returns its pid and port.

@@ -20,6 +20,7 @@
 
 #include "ddprun/error.hpp"
 #include "ddprun/process_group.hpp"
+#include "../support/free_port.hpp"
 
 namespace {
 
@@ -92,18 +93,7 @@ class DeviceArray {
   std::size_t count_;
 };
 
-/// A port that was free a moment ago.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+using ddprun::testing::free_port;
 
 ddprun::ProcessGroupOptions nccl_options(std::chrono::milliseconds timeout = 60s) {
   ddprun::ProcessGroupOptions options;

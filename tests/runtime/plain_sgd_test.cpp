@@ -17,6 +17,7 @@
 #include <regex>
 #include <string>
 #include <vector>
+#include "../support/free_port.hpp"
 
 namespace {
 
@@ -32,18 +33,7 @@ fs::path torchrun_anchor() {
          "torchrun-anchor";
 }
 
-/// A port that was free a moment ago (for the store of the job under test).
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+using ddprun::testing::free_port;
 
 struct Outcome {
   int status = -1;  ///< exit status, or -1 when it did not exit normally

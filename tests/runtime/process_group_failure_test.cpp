@@ -20,6 +20,7 @@
 
 #include "ddprun/error.hpp"
 #include "ddprun/process_group.hpp"
+#include "../support/free_port.hpp"
 
 namespace {
 
@@ -27,17 +28,7 @@ using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 using ddprun::ProcessGroup;
 
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
+using ddprun::testing::free_port;
 
 ddprun::Identity identity_of(int rank, int world, int port) {
   ddprun::Identity identity;

@@ -19,19 +19,6 @@ namespace {
 using namespace std::chrono_literals;
 }  // namespace
 
-// Rank 0's store binds it right after; loopback tests accept the race.
-int free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  ::close(fd);
-  return ntohs(address.sin_port);
-}
-
 int run_ranks(int world, const RankBody& body) {
   const int port = free_port();
   std::vector<pid_t> ranks;

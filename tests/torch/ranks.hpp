@@ -8,17 +8,17 @@
 #include <torch/torch.h>
 
 #include "ddprun/process_group.hpp"
+#include "../support/free_port.hpp"
 
 namespace ddptest {
 
+using ddprun::testing::free_port;  // a loopback port that was free a moment ago
+
+using RankBody = std::function<int(ddprun::ProcessGroup& group)>;
 /// Forks `world` ranks that each join a gloo group (rank 0 hosts the store on a free loopback
 /// port) and run `body`; returns how many ranks failed (a non-zero return, an exception, a crash,
 /// or still running after 240 s). Each rank runs LibTorch with one thread. The test process itself
 /// never runs LibTorch, so that forking it stays safe (OpenMP's pool does not survive a fork).
-/// A loopback port that was free a moment ago.
-int free_port();
-
-using RankBody = std::function<int(ddprun::ProcessGroup& group)>;
 int run_ranks(int world, const RankBody& body);
 
 /// The PyTorch DDP tutorial's model: Linear 10->10, ReLU, Linear 10->5.
