@@ -1,24 +1,15 @@
 #include "store_client.hpp"
 
-#include <sys/socket.h>
-
 #include <algorithm>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/write.hpp>
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <mutex>
 #include <random>
 #include <stdexcept>
 #include <thread>
 
 #include "auth.hpp"
+#include "deadline_socket.hpp"
 
-namespace asio = boost::asio;
-using tcp = asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -30,40 +21,8 @@ constexpr milliseconds kMaxBackoff{1000};
 /// After a wait timed out, how long CANCEL_WAIT may take: a store that answers nothing must not turn
 /// a 5 s wait into the default 300 s one.
 constexpr milliseconds kCancelWaitTimeout{10000};
-constexpr std::size_t kReadChunk = 64 * 1024;
-/// Larger read buffers (left by a large value) are given back after the call that needed them.
-constexpr std::size_t kKeptBufferBytes = 1024 * 1024;
 /// The largest server nonce or proof the handshake reads (both are 32 bytes in v1).
 constexpr std::size_t kMaxAuthFieldBytes = 1024;
-
-/// A call's deadline, with the timeout it came from for messages.
-struct Deadline {
-  Clock::time_point at;
-  milliseconds timeout;
-};
-
-Deadline deadline_after(milliseconds timeout) {
-  // A "forever" timeout (milliseconds::max()) must not overflow the clock: ten years is forever here.
-  constexpr milliseconds kForever = std::chrono::hours(24 * 365 * 10);
-  return {Clock::now() + std::clamp(timeout, milliseconds(0), kForever), timeout};
-}
-
-/// A failed call: `reason` is "timed out after 30 s" (timed_out) or what went wrong, e.g. "the store
-/// closed the connection". Internal; the public functions turn it into StoreTimeout("store H:P: <what>
-/// timed out after 30 s") or StoreError("store H:P: <what> failed: <reason>").
-struct CallFailed {
-  std::string reason;
-  bool timed_out = false;
-};
-
-std::string describe_duration(milliseconds duration) {
-  auto ms = duration.count();
-  if (ms % 1000 == 0) return std::to_string(ms / 1000) + " s";
-  if (ms < 1000) return std::to_string(ms) + " ms";
-  char text[32];
-  std::snprintf(text, sizeof text, "%.1f s", static_cast<double>(ms) / 1000.0);
-  return text;
-}
 
 /// A key as messages show it: quoted, other bytes than printable ASCII as \xNN, a long key cut.
 std::string describe_key(std::string_view key) {
@@ -123,12 +82,6 @@ std::string format_address(const std::string& host, int port) {
   return host + ":" + std::to_string(port);
 }
 
-std::string describe_io_error(const boost::system::error_code& ec) {
-  if (ec == asio::error::eof) return "the store closed the connection";
-  if (ec == asio::error::connection_reset) return "the store reset the connection";
-  return ec.message();
-}
-
 wire::Request make_request(wire::Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {}) {
   wire::Request request;
   request.op = op;
@@ -139,7 +92,8 @@ wire::Request make_request(wire::Op op, std::vector<std::string> keys = {}, std:
 
 }  // namespace
 
-/// One connection driven with deadlines, and the calls over it. Calls are serialized by `mutex`.
+/// The store protocol over one DeadlineSocket: connection retry, handshake, authentication and the
+/// calls. Calls are serialized by `mutex_`.
 class StoreClient::Impl {
  public:
   explicit Impl(StoreClientOptions options_in)
@@ -147,7 +101,6 @@ class StoreClient::Impl {
         address(format_address(bare_host(options.host), options.port)),
         rng_(std::random_device{}()) {
     options.host = bare_host(options.host);
-    buffer_.resize(kReadChunk);
   }
 
   StoreClientOptions options;
@@ -180,35 +133,35 @@ class StoreClient::Impl {
     }
     if (!mid_exchange) ensure_connected();
     Deadline deadline = deadline_after(timeout);
-    write_all(bytes, deadline);
+    socket_.write_all(bytes, deadline);
     return deadline;
   }
 
   std::uint8_t read_u8(const Deadline& deadline) {
-    fill(1, deadline);
-    return static_cast<std::uint8_t>(*take(1));
+    socket_.fill(1, deadline);
+    return static_cast<std::uint8_t>(*socket_.take(1));
   }
 
   std::uint32_t read_u32(const Deadline& deadline) {
-    fill(4, deadline);
-    return wire::get_u32(std::span<const std::uint8_t, 4>(reinterpret_cast<const std::uint8_t*>(take(4)), 4));
+    socket_.fill(4, deadline);
+    return wire::get_u32(std::span<const std::uint8_t, 4>(reinterpret_cast<const std::uint8_t*>(socket_.take(4)), 4));
   }
 
   std::int64_t read_i64(const Deadline& deadline) {
-    fill(8, deadline);
-    return wire::get_i64(std::span<const std::uint8_t, 8>(reinterpret_cast<const std::uint8_t*>(take(8)), 8));
+    socket_.fill(8, deadline);
+    return wire::get_i64(std::span<const std::uint8_t, 8>(reinterpret_cast<const std::uint8_t*>(socket_.take(8)), 8));
   }
 
   /// A u64 length, checked against `max_bytes` before anything is allocated, then the bytes.
   std::string read_bytes(const Deadline& deadline, std::size_t max_bytes) {
-    fill(8, deadline);
+    socket_.fill(8, deadline);
     std::uint64_t size =
-        wire::get_u64(std::span<const std::uint8_t, 8>(reinterpret_cast<const std::uint8_t*>(take(8)), 8));
+        wire::get_u64(std::span<const std::uint8_t, 8>(reinterpret_cast<const std::uint8_t*>(socket_.take(8)), 8));
     if (size > max_bytes) {
       fail_protocol("a value of " + std::to_string(size) + " bytes, over the limit of " + std::to_string(max_bytes));
     }
-    fill(static_cast<std::size_t>(size), deadline);
-    return std::string(take(static_cast<std::size_t>(size)), static_cast<std::size_t>(size));
+    socket_.fill(static_cast<std::size_t>(size), deadline);
+    return std::string(socket_.take(static_cast<std::size_t>(size)), static_cast<std::size_t>(size));
   }
   std::string read_value(const Deadline& deadline) { return read_bytes(deadline, options.limits.max_value_bytes); }
 
@@ -221,7 +174,7 @@ class StoreClient::Impl {
 
   /// The connection is out of step: close it so the next call starts over.
   [[noreturn]] void fail_protocol(const std::string& what) {
-    close();
+    socket_.close();
     throw CallFailed{"the store answered with " + what + " (the connection is closed)"};
   }
 
@@ -230,8 +183,8 @@ class StoreClient::Impl {
   void wait(const std::vector<std::string>& keys, milliseconds timeout, const std::string& what,
             milliseconds shown, std::string_view why) {
     Deadline deadline = send(make_request(wire::Op::wait, keys), timeout);
-    if (try_fill(1, deadline)) {
-      expect_byte(static_cast<std::uint8_t>(*take(1)), wire::kStopWaiting, "WAIT reply");
+    if (socket_.try_fill(1, deadline)) {
+      expect_byte(static_cast<std::uint8_t>(*socket_.take(1)), wire::kStopWaiting, "WAIT reply");
       return;
     }
     std::string message =
@@ -273,26 +226,10 @@ class StoreClient::Impl {
     }
   }
 
-  void close() {
-    boost::system::error_code ignored;
-    socket_.close(ignored);
-    begin_ = end_ = 0;
-  }
-
   /// Reconnects when there is no connection, or when the store closed it while we were idle (a
   /// restarted store, StoreServer::clear()): nothing was sent yet, so starting over is safe.
   void ensure_connected() {
-    if (begin_ == end_ && buffer_.size() > kKeptBufferBytes) {
-      buffer_.resize(kReadChunk);
-      buffer_.shrink_to_fit();
-    }
-    if (socket_.is_open() && begin_ == end_) {
-      char byte = 0;
-      ssize_t got = ::recv(socket_.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-      if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-      // EOF, an error, or bytes nobody asked for (out of step): start over.
-    }
-    connect_with_retry();
+    if (!socket_.usable_between_calls()) connect_with_retry();
   }
 
   void connect_with_retry() {
@@ -301,7 +238,7 @@ class StoreClient::Impl {
     std::string last_error = "no attempt within the time";
     for (;;) {
       try {
-        connect_once(deadline);
+        socket_.connect(options.host, options.port, deadline);
         handshake(deadline);
         return;
       } catch (const CallFailed& failed) {
@@ -325,39 +262,6 @@ class StoreClient::Impl {
     return milliseconds(static_cast<milliseconds::rep>(static_cast<double>(base.count()) * factor(rng_)));
   }
 
-  void connect_once(const Deadline& deadline) {
-    close();
-    boost::system::error_code ec;
-    std::vector<tcp::endpoint> endpoints;
-    auto ip = asio::ip::make_address(options.host, ec);
-    if (!ec) {
-      endpoints.emplace_back(ip, static_cast<unsigned short>(options.port));
-    } else {
-      // getaddrinfo cannot be cancelled, so names resolve synchronously (bounded by the resolver's
-      // own timeouts); literal addresses, the common case, skip it.
-      tcp::resolver resolver(io_);
-      auto results = resolver.resolve(options.host, std::to_string(options.port), ec);
-      if (ec) throw CallFailed{"cannot resolve " + options.host + ": " + ec.message()};
-      for (const auto& entry : results) endpoints.push_back(entry.endpoint());
-    }
-    bool done = false;
-    asio::async_connect(socket_, endpoints, [&](const boost::system::error_code& error, const tcp::endpoint&) {
-      ec = error;
-      done = true;
-    });
-    run_until(deadline, done);
-    if (ec == asio::error::operation_aborted) {
-      close();
-      throw CallFailed{"connecting timed out", true};
-    }
-    if (ec) {
-      close();
-      throw CallFailed{ec.message()};
-    }
-    // Requests are small and answered one by one: Nagle would add a delay to each.
-    socket_.set_option(tcp::no_delay(true), ec);
-  }
-
   /// VALIDATE and PING in one write; then AUTH_CHALLENGE with a token, or else GETNUMKEYS as a probe.
   /// The probe is there because a store that requires a token closes the connection at the first
   /// request that is not part of the handshake, and a SET (no reply) would be lost without an error:
@@ -367,9 +271,9 @@ class StoreClient::Impl {
   void handshake(const Deadline& deadline) {
     wire::Request ping = make_request(wire::Op::ping);
     ping.number = random_u32();
-    write_all(wire::encode_request(wire::Dialect::current, make_request(wire::Op::validate)) +
-                  wire::encode_request(wire::Dialect::current, ping),
-              deadline);
+    socket_.write_all(wire::encode_request(wire::Dialect::current, make_request(wire::Op::validate)) +
+                          wire::encode_request(wire::Dialect::current, ping),
+                      deadline);
     std::uint32_t echoed = 0;
     try {
       echoed = read_u32(deadline);
@@ -378,7 +282,7 @@ class StoreClient::Impl {
       throw CallFailed{failed.reason + " (in the handshake)", failed.timed_out};
     }
     if (echoed != ping.number) {
-      close();
+      socket_.close();
       throw StoreError("the peer at " + address + " is not a ddprun or PyTorch store: it answered PING with " +
                        std::to_string(echoed) + " instead of the nonce " + std::to_string(ping.number));
     }
@@ -387,7 +291,7 @@ class StoreClient::Impl {
       return;
     }
     try {
-      write_all(wire::encode_request(wire::Dialect::current, make_request(wire::Op::num_keys)), deadline);
+      socket_.write_all(wire::encode_request(wire::Dialect::current, make_request(wire::Op::num_keys)), deadline);
       read_i64(deadline);
     } catch (const CallFailed& failed) {
       if (failed.timed_out) throw;
@@ -401,7 +305,7 @@ class StoreClient::Impl {
   void authenticate(const std::string& token, const Deadline& deadline) {
     std::string server_nonce;
     try {
-      write_all(wire::encode_request(wire::Dialect::current, make_request(wire::Op::auth_challenge)), deadline);
+      socket_.write_all(wire::encode_request(wire::Dialect::current, make_request(wire::Op::auth_challenge)), deadline);
       server_nonce = read_bytes(deadline, kMaxAuthFieldBytes);
     } catch (const CallFailed& failed) {
       if (failed.timed_out) throw;
@@ -410,17 +314,18 @@ class StoreClient::Impl {
                        "DDPRUN_STORE_TOKEN and DDPRUN_STORE_TOKEN_FILE or give the store the same token");
     }
     if (server_nonce.size() != auth::kNonceBytes) {
-      close();
+      socket_.close();
       throw StoreError("the store at " + address + " sent an authentication nonce of " +
                        std::to_string(server_nonce.size()) + " bytes instead of " + std::to_string(auth::kNonceBytes));
     }
     std::string client_nonce = auth::random_nonce();
     std::string proof;
     try {
-      write_all(wire::encode_request(wire::Dialect::current,
-                                     make_request(wire::Op::auth_response, {},
-                                                  {auth::client_proof(token, server_nonce, client_nonce), client_nonce})),
-                deadline);
+      socket_.write_all(
+          wire::encode_request(wire::Dialect::current,
+                               make_request(wire::Op::auth_response, {},
+                                            {auth::client_proof(token, server_nonce, client_nonce), client_nonce})),
+          deadline);
       expect_byte(read_u8(deadline), 1, "AUTH_RESPONSE reply");
       proof = read_bytes(deadline, kMaxAuthFieldBytes);
     } catch (const CallFailed& failed) {
@@ -429,97 +334,13 @@ class StoreClient::Impl {
                        "): check that DDPRUN_STORE_TOKEN or DDPRUN_STORE_TOKEN_FILE gives the store's token");
     }
     if (!auth::equal_constant_time(proof, auth::server_proof(token, server_nonce, client_nonce))) {
-      close();
+      socket_.close();
       throw StoreError("the store at " + address + " could not prove it knows the token");
     }
   }
 
-  /// Runs the one pending operation until it completes or the deadline passes; then cancels it and
-  /// runs its handler too, so that no handler outlives the call that owns its captures.
-  void run_until(const Deadline& deadline, const bool& done) {
-    io_.restart();
-    io_.run_until(deadline.at);
-    if (!done) {
-      boost::system::error_code ignored;
-      socket_.cancel(ignored);
-      io_.restart();
-      io_.run();
-    }
-  }
-
-  void write_all(std::string_view bytes, const Deadline& deadline) {
-    bool done = false;
-    boost::system::error_code ec;
-    asio::async_write(socket_, asio::buffer(bytes.data(), bytes.size()),
-                      [&](const boost::system::error_code& error, std::size_t) {
-                        ec = error;
-                        done = true;
-                      });
-    run_until(deadline, done);
-    if (!ec) return;
-    close();  // a partial request may have gone out: the connection is out of step
-    if (ec == asio::error::operation_aborted) {
-      throw CallFailed{"timed out after " + describe_duration(deadline.timeout) + " (sending)", true};
-    }
-    throw CallFailed{describe_io_error(ec)};
-  }
-
-  /// Reads until `size` bytes are buffered. False on the deadline, with nothing consumed and the
-  /// connection still in step (WAIT's cancel needs that); throws CallFailed on an I/O error.
-  bool try_fill(std::size_t size, const Deadline& deadline) {
-    while (end_ - begin_ < size) {
-      make_room(size);
-      bool done = false;
-      boost::system::error_code ec;
-      std::size_t got = 0;
-      socket_.async_read_some(asio::buffer(buffer_.data() + end_, buffer_.size() - end_),
-                              [&](const boost::system::error_code& error, std::size_t bytes) {
-                                ec = error;
-                                got = bytes;
-                                done = true;
-                              });
-      run_until(deadline, done);
-      end_ += got;
-      if (ec == asio::error::operation_aborted) return false;
-      if (ec) {
-        close();
-        throw CallFailed{describe_io_error(ec)};
-      }
-    }
-    return true;
-  }
-
-  /// try_fill, where a deadline leaves the connection out of step: close it and fail.
-  void fill(std::size_t size, const Deadline& deadline) {
-    if (try_fill(size, deadline)) return;
-    close();
-    throw CallFailed{"timed out after " + describe_duration(deadline.timeout), true};
-  }
-
-  /// Room for `size` unread bytes from begin_, and for at least one more byte after end_.
-  void make_room(std::size_t size) {
-    if (buffer_.size() - begin_ < size || end_ == buffer_.size()) {
-      std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
-      end_ -= begin_;
-      begin_ = 0;
-    }
-    if (buffer_.size() < size) buffer_.resize(std::max(size, kReadChunk));
-  }
-
-  /// The next `size` buffered bytes; valid until the next read.
-  const char* take(std::size_t size) {
-    const char* data = buffer_.data() + begin_;
-    begin_ += size;
-    if (begin_ == end_) begin_ = end_ = 0;
-    return data;
-  }
-
   std::mutex mutex_;
-  asio::io_context io_{1};
-  tcp::socket socket_{io_};
-  std::vector<char> buffer_;  ///< received bytes in [begin_, end_)
-  std::size_t begin_ = 0;
-  std::size_t end_ = 0;
+  DeadlineSocket socket_;
   std::minstd_rand rng_;
 };
 
