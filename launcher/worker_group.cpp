@@ -171,19 +171,6 @@ void WorkerGroup::stop(int signo, std::chrono::milliseconds grace) {
   });
 }
 
-std::size_t WorkerGroup::running_count() const {
-  std::size_t n = 0;
-  for (const auto& worker : workers_) n += worker->exited ? 0 : 1;
-  return n;
-}
-
-pid_t WorkerGroup::pid_of(int local_rank) const {
-  for (const auto& worker : workers_) {
-    if (worker->local_rank == local_rank) return worker->pid;
-  }
-  return -1;
-}
-
 std::string WorkerGroup::stderr_tail_of(int local_rank) const {
   for (const auto& worker : workers_) {
     if (worker->local_rank == local_rank) return worker->tail.text();

@@ -53,9 +53,7 @@ class WorkerGroup {
   /// `signo` to every running worker, then SIGKILL to those still running after `grace`.
   void stop(int signo, std::chrono::milliseconds grace);
 
-  std::size_t running_count() const;
   std::size_t size() const { return workers_.size(); }
-  pid_t pid_of(int local_rank) const;
   std::string stderr_tail_of(int local_rank) const;
 
  private:
