@@ -1,5 +1,7 @@
 #include "ddprun/process_group.hpp"
 
+#include <signal.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -62,7 +64,21 @@ std::chrono::milliseconds default_timeout() {
   return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(seconds * 1000.0)));
 }
 
+namespace {
+
+/// gloo's TCP transport writes with writev(2), which raises SIGPIPE when a peer has gone; by
+/// default that kills the survivor before it can report the peer's death as an error. Python
+/// ignores SIGPIPE at start-up (so PyTorch workers never see it); a C++ worker gets the same here,
+/// unless its program already chose a disposition of its own.
+void ignore_sigpipe_unless_handled() {
+  struct sigaction current {};
+  if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) ::signal(SIGPIPE, SIG_IGN);
+}
+
+}  // namespace
+
 std::unique_ptr<ProcessGroup> ProcessGroup::create(const Identity& identity, ProcessGroupOptions options) {
+  ignore_sigpipe_unless_handled();
   if (identity.world_size < 1 || identity.rank < 0 || identity.rank >= identity.world_size) {
     throw Error("cannot create a process group for rank " + std::to_string(identity.rank) + " of a world of " +
                 std::to_string(identity.world_size));
