@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from bench_common import compilers, machine_header
 
 REPO = Path(__file__).resolve().parent.parent
 BENCHMARKS = ["allreduce"]
@@ -65,20 +66,6 @@ def human_bytes(n):
 
 def loadavg():
     return open("/proc/loadavg").read().split()[0]
-
-
-def compilers():
-    return subprocess.run(["pgrep", "-f", "cc1plus"], capture_output=True, text=True).stdout.split()
-
-
-def machine_header():
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                  if line.startswith("model name")), "?")
-    say(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {os.cpu_count()} CPUs  {model}  "
-        f"kernel {os.uname().release}  loadavg {' '.join(open('/proc/loadavg').read().split()[:3])}")
-    busy = compilers()
-    if busy:
-        say(f"# WARNING: {len(busy)} compiler process(es) running; numbers will be noisy")
 
 
 def cpu_busy_seconds():

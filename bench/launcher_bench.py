@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from bench_common import machine_header
 
 REPO = Path(__file__).resolve().parent.parent
 NPROC = 8  # workers per launch, in every benchmark
@@ -276,18 +277,6 @@ BENCHMARKS = {
 
 
 # ---------------------------------------------------------------------------- main
-
-def machine_header():
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                  if line.startswith("model name")), "?")
-    load = open("/proc/loadavg").read().split()[:3]
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {os.cpu_count()} CPUs  {model}  "
-          f"kernel {os.uname().release}  loadavg {' '.join(load)}")
-    busy = subprocess.run(["pgrep", "-f", "cc1plus"], capture_output=True, text=True).stdout.split()
-    if busy:
-        print(f"# WARNING: {len(busy)} compiler process(es) running; numbers will be noisy")
-    sys.stdout.flush()
-
 
 def main():
     env = os.environ.get

@@ -35,6 +35,7 @@ soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 import torch
 import torch.distributed as dist
+from bench_common import machine_header
 store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=3600),
                       wait_for_workers=False)
 port_file = sys.argv[1]
@@ -335,18 +336,6 @@ BENCHMARKS = {
 
 
 # ---------------------------------------------------------------------------- main
-
-def machine_header():
-    model = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo")
-                  if line.startswith("model name")), "?")
-    load_avg = open("/proc/loadavg").read().split()[:3]
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {os.cpu_count()} CPUs  {model}  "
-          f"kernel {os.uname().release}  loadavg {' '.join(load_avg)}")
-    busy = subprocess.run(["pgrep", "-f", "cc1plus"], capture_output=True, text=True).stdout.split()
-    if busy:
-        print(f"# WARNING: {len(busy)} compiler process(es) running; numbers will be noisy")
-    sys.stdout.flush()
-
 
 def int_list(text):
     return [int(x) for x in text.split(",") if x.strip()]
