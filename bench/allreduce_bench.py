@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
 from bench_common import compilers, machine_header
 
 REPO = Path(__file__).resolve().parent.parent

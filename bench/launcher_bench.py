@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+
 from bench_common import machine_header
 
 REPO = Path(__file__).resolve().parent.parent

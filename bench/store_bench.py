@@ -25,6 +25,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import machine_header
+
 REPO = Path(__file__).resolve().parent.parent
 
 # PyTorch's server: a TCPStore master that no client waits for, on a port the kernel picks, with
@@ -35,7 +37,6 @@ soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
 resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 import torch
 import torch.distributed as dist
-from bench_common import machine_header
 store = dist.TCPStore("127.0.0.1", 0, None, True, datetime.timedelta(seconds=3600),
                       wait_for_workers=False)
 port_file = sys.argv[1]
