@@ -22,6 +22,7 @@
 #include "ddprun/error.hpp"
 #include "ddprun/process_group.hpp"
 #include "store_server.hpp"
+#include "../support/fork_ranks.hpp"
 #include "../support/free_port.hpp"
 
 namespace {
@@ -70,12 +71,9 @@ int run_world(int world, bool agent_store, const Body& body) {
   } else {
     port = free_port();
   }
-  std::vector<pid_t> ranks;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int failures = 1;
-      try {
+  const int failed = ddprun::testing::count_failed(ddprun::testing::fork_ranks(
+      world,
+      [&](int rank) {
         ddprun::Identity identity;
         identity.rank = rank;
         identity.world_size = world;
@@ -88,29 +86,9 @@ int run_world(int world, bool agent_store, const Body& body) {
         options.backend = ddprun::Backend::gloo;
         options.timeout = 60s;
         auto group = ProcessGroup::create(identity, options);
-        failures = body(*group, identity);
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, error.what());
-      }
-      std::fflush(stderr);
-      ::_exit(failures == 0 ? 0 : 1);
-    }
-    ranks.push_back(pid);
-  }
-  int failed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 240s;
-  for (pid_t pid : ranks) {
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
+        return body(*group, identity) == 0 ? 0 : 1;
+      },
+      240s));
   if (agent > 0) {
     ::kill(agent, SIGKILL);
     ::waitpid(agent, nullptr, 0);

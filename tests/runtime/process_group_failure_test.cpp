@@ -20,6 +20,7 @@
 
 #include "ddprun/error.hpp"
 #include "ddprun/process_group.hpp"
+#include "../support/fork_ranks.hpp"
 #include "../support/free_port.hpp"
 
 namespace {
@@ -54,36 +55,7 @@ std::unique_ptr<ProcessGroup> join(int rank, int world, int port, std::chrono::m
 /// deadline.
 std::vector<int> run_ranks(int world, const std::function<int(int rank, int port)>& body) {
   const int port = free_port();
-  std::vector<pid_t> pids;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int status = 1;
-      try {
-        status = body(rank, port);
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "rank %d: unexpected: %s\n", rank, error.what());
-      }
-      std::fflush(stderr);
-      ::_exit(status);
-    }
-    pids.push_back(pid);
-  }
-  std::vector<int> statuses;
-  const auto deadline = Clock::now() + 120s;
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (Clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    statuses.push_back(WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  }
-  return statuses;
+  return ddprun::testing::fork_ranks(world, [&](int rank) { return body(rank, port); }, 120s);
 }
 
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }

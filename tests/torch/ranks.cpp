@@ -1,17 +1,9 @@
 // Forked ranks and the shared ToyModel for ddprun::torch's tests.
 #include "ranks.hpp"
 
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <chrono>
-#include <cstdio>
-#include <thread>
-#include <vector>
 
+#include "../support/fork_ranks.hpp"
 #include "ddprun/identity.hpp"
 
 namespace ddptest {
@@ -21,12 +13,9 @@ using namespace std::chrono_literals;
 
 int run_ranks(int world, const RankBody& body) {
   const int port = free_port();
-  std::vector<pid_t> ranks;
-  for (int rank = 0; rank < world; ++rank) {
-    pid_t pid = ::fork();
-    if (pid == 0) {
-      int failures = 1;
-      try {
+  return ddprun::testing::count_failed(ddprun::testing::fork_ranks(
+      world,
+      [&](int rank) {
         ::torch::set_num_threads(1);
         ddprun::Identity identity;
         identity.rank = rank;
@@ -39,31 +28,9 @@ int run_ranks(int world, const RankBody& body) {
         options.backend = ddprun::Backend::gloo;
         options.timeout = 60s;
         auto group = ddprun::ProcessGroup::create(identity, options);
-        failures = body(*group);
-      } catch (const std::exception& error) {
-        std::fprintf(stderr, "rank %d: %s\n", rank, error.what());
-      }
-      std::fflush(stdout);
-      std::fflush(stderr);
-      ::_exit(failures == 0 ? 0 : 1);
-    }
-    ranks.push_back(pid);
-  }
-  int failed = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 240s;
-  for (pid_t pid : ranks) {
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        break;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) ++failed;
-  }
-  return failed;
+        return body(*group) == 0 ? 0 : 1;
+      },
+      240s));
 }
 
 ToyModelImpl::ToyModelImpl() {
