@@ -132,9 +132,17 @@ int main(int argc, char** argv) {
     ::sigaction(SIGUSR1, &sa, nullptr);
     ::sigaction(SIGUSR2, &sa, nullptr);
     ::sigaction(SIGTERM, &sa, nullptr);
+    // Blocked until sigsuspend, which unblocks and waits in one step: a signal that arrives before
+    // the worker waits is delivered then, never lost in the gap (as it could be with pause()).
+    sigset_t handled;
+    sigset_t none;
+    ::sigemptyset(&handled);
+    ::sigemptyset(&none);
+    for (int signo : {SIGUSR1, SIGUSR2, SIGTERM}) ::sigaddset(&handled, signo);
+    ::sigprocmask(SIG_BLOCK, &handled, nullptr);
     write_file(std::string(argv[2]) + "/ready_" + rank_text, "ready");
     while (g_term == 0) {
-      ::pause();
+      ::sigsuspend(&none);
       write_file(std::string(argv[2]) + "/usr_" + rank_text,
                  std::to_string(g_usr1) + " " + std::to_string(g_usr2));
     }
