@@ -101,13 +101,24 @@ bool DeadlineSocket::usable_between_calls() {
 
 void DeadlineSocket::run_until(const Deadline& deadline, const bool& done) {
   io_.restart();
-  io_.run_until(deadline.at);
+  // interrupt() sets the flag before it stops the loop: a stop that came before this restart() is
+  // seen here, one that comes after makes run_until() return at once.
+  if (!interrupted_) io_.run_until(deadline.at);
   if (!done) {
     boost::system::error_code ignored;
     socket_.cancel(ignored);
     io_.restart();
     io_.run();
   }
+  if (interrupted_) {
+    close();
+    throw CallFailed{"interrupted"};
+  }
+}
+
+void DeadlineSocket::interrupt() {
+  interrupted_ = true;
+  io_.stop();
 }
 
 void DeadlineSocket::write_all(std::string_view bytes, const Deadline& deadline) {

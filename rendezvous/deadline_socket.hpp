@@ -2,6 +2,7 @@
 /// DeadlineSocket: one blocking TCP connection whose every operation ends by a deadline. It drives
 /// its own io_context with run_until(deadline), so a dead or silent peer ends in a CallFailed, never
 /// a hang. Used by StoreClient, which keeps the protocol (handshake, authentication, operations).
+#include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <chrono>
@@ -66,6 +67,12 @@ class DeadlineSocket {
   /// The next `size` buffered bytes (fill them first); valid until the next read.
   const char* take(std::size_t size);
 
+  /// Thread-safe, from any thread: ends the operation running in the owning thread now, and every
+  /// later one at once, with CallFailed "interrupted" (the connection is closed). For an owner that
+  /// must stop while blocked in a long WAIT.
+  void interrupt();
+  bool interrupted() const { return interrupted_.load(); }
+
  private:
   /// Runs the one pending operation until it completes or the deadline passes; then cancels it and
   /// runs its handler too, so that no handler outlives the call that owns its captures.
@@ -74,6 +81,7 @@ class DeadlineSocket {
   /// Room for `size` unread bytes from begin_, and for at least one more byte after end_.
   void make_room(std::size_t size);
 
+  std::atomic<bool> interrupted_{false};
   boost::asio::io_context io_{1};
   boost::asio::ip::tcp::socket socket_{io_};
   std::vector<char> buffer_;  ///< received bytes in [begin_, end_)

@@ -120,6 +120,7 @@ class StoreClient::Impl {
   }
 
   void connect() { connect_with_retry(); }
+  void ensure_connected_now() { ensure_connected(); }
 
   /// Checks `request` against the limits (no I/O when it is over them), reconnects when the connection
   /// is gone (unless `mid_exchange`: a reply of ours may be on its way, a new connection would lose
@@ -205,6 +206,9 @@ class StoreClient::Impl {
 
   std::uint32_t random_u32() { return static_cast<std::uint32_t>(rng_()); }
 
+  /// Not under the mutex: the call it interrupts holds it.
+  void interrupt() { socket_.interrupt(); }
+
  private:
   void check_limits(const wire::Request& request) const {
     const wire::Limits& limits = options.limits;
@@ -246,6 +250,7 @@ class StoreClient::Impl {
         // yet. (A rejected token is a StoreError and is not retried: it would not change.)
         last_error = failed.reason;
       }
+      if (socket_.interrupted()) throw StoreError("store " + address + ": interrupted");
       auto now = Clock::now();
       if (now >= deadline.at) break;
       std::this_thread::sleep_for(std::min<Clock::duration>(jittered(backoff), deadline.at - now));
@@ -345,12 +350,18 @@ class StoreClient::Impl {
 };
 
 StoreClient::StoreClient(StoreClientOptions options) : impl_(std::make_unique<Impl>(std::move(options))) {
-  impl_->connect();
+  if (!impl_->options.defer_connect) impl_->connect();
+}
+
+void StoreClient::connect() {
+  impl_->call("connecting", [&] { impl_->ensure_connected_now(); });
 }
 
 StoreClient::~StoreClient() = default;
 
 std::string StoreClient::address() const { return impl_->address; }
+
+void StoreClient::interrupt() { impl_->interrupt(); }
 
 void StoreClient::set(std::string_view key, std::string_view value) {
   std::string k = prefixed(key);

@@ -43,6 +43,9 @@ struct StoreClientOptions {
   std::optional<std::string> token;
   /// Bounds on what a reply may make this client allocate, and on what it sends.
   wire::Limits limits;
+  /// When set, the constructor does not connect: the first call (or connect()) does, with the same
+  /// retry. An owner that may have to interrupt() a long connect registers the client first.
+  bool defer_connect = false;
 };
 
 class StoreClient {
@@ -54,6 +57,8 @@ class StoreClient {
   explicit StoreClient(StoreClientOptions options);
   ~StoreClient();
   StoreClient(const StoreClient&) = delete;
+  /// Connects now when not connected (see defer_connect); throws as the constructor does.
+  void connect();
   StoreClient& operator=(const StoreClient&) = delete;
 
   void set(std::string_view key, std::string_view value);
@@ -86,6 +91,11 @@ class StoreClient {
   std::int64_t queue_len(std::string_view key);
   /// Round trip with a fresh nonce; throws when the store does not answer with it.
   void ping();
+
+  /// Thread-safe, from any thread: the call blocked in another thread (a long WAIT, a connect
+  /// retry) ends now with StoreError "interrupted", and so does every later call. For an owner
+  /// that stops while its client waits.
+  void interrupt();
 
   /// "host:port" ("[::1]:port" for an IPv6 address), as errors name it.
   std::string address() const;

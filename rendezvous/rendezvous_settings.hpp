@@ -1,0 +1,50 @@
+#pragma once
+/// RendezvousSettings: the membership rules of one job (static or c10d), with every `--rdzv-conf`
+/// key of the contract as a typed value. Pure.
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+
+namespace ddprun::rendezvous {
+
+struct RendezvousSettings {
+  std::string run_id = "none";
+  bool is_static = false;  ///< static: min == max nodes, ranks from --node-rank, no last call
+  int min_nodes = 1;
+  int max_nodes = 1;
+  int static_rank = -1;  ///< static only: this node's --node-rank
+
+  /// c10d: how long a node waits for its round to form before it gives up.
+  std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};
+  /// c10d, MIN < MAX only: once MIN nodes are in, how long more nodes may still join.
+  std::chrono::milliseconds last_call_timeout{std::chrono::seconds(30)};
+  /// How long a leaving agent (job done, failed, stopped by a signal) may spend telling the others.
+  std::chrono::milliseconds close_timeout{std::chrono::seconds(30)};
+  /// A node writes its heartbeat this often, and checks the other nodes' heartbeats as often.
+  std::chrono::milliseconds keep_alive_interval{std::chrono::seconds(5)};
+  /// A node whose heartbeat has not changed for keep_alive_interval x this many is dropped.
+  int keep_alive_max_attempt = 3;
+  /// The deadline of one heartbeat's store exchange; a late one counts as a missed beat.
+  std::chrono::milliseconds heartbeat_timeout{std::chrono::seconds(5)};
+  /// The deadline of every other store operation of the agent; a store that cannot be reached for
+  /// this long is lost, and the agent stops with an error.
+  std::chrono::milliseconds read_timeout{std::chrono::seconds(60)};
+  /// static: how long node 0's store and all the nodes have to come up and join.
+  std::chrono::milliseconds timeout{std::chrono::seconds(900)};
+  /// Force (true) or forbid (false) hosting the store; unset: host when the endpoint is this machine.
+  std::optional<bool> is_host;
+
+  /// How long a node waits for its round to form: `timeout` (static) or `join_timeout` (c10d).
+  std::chrono::milliseconds join_deadline() const { return is_static ? timeout : join_timeout; }
+  /// How long a silent node stays in the round.
+  std::chrono::milliseconds lost_after() const { return keep_alive_interval * keep_alive_max_attempt; }
+};
+
+/// Applies the contract's keys of `conf` (values in seconds, fractions allowed; is_host a boolean as
+/// the command line spells it); other keys are ignored, as torchrun does. Throws
+/// std::invalid_argument("--rdzv-conf: ...") for a value that is not a number >= 0 (or is 0 where
+/// 0 means nothing sensible: keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout).
+void apply_rendezvous_conf(RendezvousSettings& settings, const std::map<std::string, std::string>& conf);
+
+}  // namespace ddprun::rendezvous

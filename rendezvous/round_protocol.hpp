@@ -1,0 +1,94 @@
+#pragma once
+/// RoundProtocol: static and dynamic (c10d) rendezvous rounds over a TCPStore, blocking.
+///
+/// A round is formed like this (keys in round_keys.hpp, records in round_record.hpp):
+///  - a node takes a join slot with ADD on the round's counter and writes its NodeInfo there;
+///  - the node whose join completes the round (MAX nodes, or every node expected back after a
+///    membership change) closes it at once; when MIN nodes are in (MIN < MAX), the last call runs
+///    for last_call_timeout and then any node closes it with whoever joined;
+///  - closing = COMPARE_SET of the decision (exactly one wins), then the closed marker in the first
+///    free join slot, so that a node that took a slot too late knows it is not in the round.
+/// Nobody polls: a node waits in the store's WAIT, for the MIN-th join slot while fewer than MIN
+/// nodes are in, then for the decision; its own deadlines (end of the last call, the join timeout)
+/// bound each wait. Only the closing node reads the others' records: a round of N nodes costs O(N)
+/// store operations in all.
+///
+/// A node that arrives while a round runs ends it with `joined` (scale up) when the round has room,
+/// else waits for its end; then it joins the next round. A round that ended with `finished` or
+/// `fatal` is closed for good: a late node gets RendezvousClosed naming the job's end.
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rendezvous_error.hpp"
+#include "rendezvous_settings.hpp"
+#include "round_keys.hpp"
+#include "round_record.hpp"
+#include "store_client.hpp"
+
+namespace ddprun::rendezvous {
+
+class RoundProtocol {
+ public:
+  /// `store` must outlive this object; calls on it are this object's only I/O.
+  RoundProtocol(StoreClient& store, RendezvousSettings settings);
+
+  /// Checks that the store serves this job (the hosting agent's run id, if one hosts it) and that
+  /// every node runs the same job shape; throws RendezvousError saying what differs.
+  void check_job();
+
+  /// Joins the newest open round as `self` and blocks until it closes. Returns the decision, which
+  /// includes `self`. Throws RendezvousError on the join deadline ("joined: A, B; waiting for 1 more
+  /// node (MIN 3)"), RendezvousClosed when the job has ended, and StoreError when the store fails.
+  RoundDecision join(const NodeInfo& self);
+
+  /// Ends `round` with `end` unless it has ended already; returns the end that stands (the first).
+  RoundEnd end_round(int round, const RoundEnd& end);
+
+  /// Blocks until `round` has ended and returns how; StoreTimeout after `timeout`.
+  RoundEnd wait_end(int round, std::chrono::milliseconds timeout);
+
+  /// Records that this node's workers of the round all succeeded; the last node of the round to do
+  /// so ends it with `finished` (the exit barrier: a node that finishes first waits for that end).
+  void mark_finished(const RoundDecision& decision, const NodeInfo& self);
+
+  /// Writes this node's heartbeat counter.
+  void beat(const std::string& node_id, std::int64_t counter);
+  /// The heartbeat counters of `node_ids`, in order; -1 for a node that has none.
+  std::vector<std::int64_t> read_beats(const std::vector<std::string>& node_ids);
+
+  const RoundKeys& keys() const { return keys_; }
+
+ private:
+  int current_round();
+  /// Moves the current round past `round` (ended); harmless when another node did it first.
+  void advance_past(int round);
+  std::optional<RoundDecision> read_decision(int round);
+  std::optional<RoundEnd> read_end(int round);
+  /// Joins `round` (not yet closed); blocks until it closes. nullopt: it closed without this node.
+  std::optional<RoundDecision> join_open_round(int round, const NodeInfo& self,
+                                               std::chrono::steady_clock::time_point deadline);
+  /// The NodeInfo of join slots [0, count), skipping slots whose node died before writing.
+  std::vector<NodeInfo> read_joins(int round, int count);
+  /// What the previous round tells about `round`: its restart count, and the ids expected back
+  /// (the survivors, a node that asked to join) when it ended by a membership change.
+  struct Carried {
+    int restart_count = 0;
+    std::vector<std::string> expected_ids;
+  };
+  Carried carried_into(int round);
+  /// Closes `round` with `joined` unless another node closed it first; returns the decision that
+  /// stands, and puts the closed marker into the first free join slot from `count` on.
+  RoundDecision close(int round, int count, const std::vector<NodeInfo>& joined, int restart_count);
+  [[noreturn]] void throw_join_timeout(int round, int count);
+  /// Waits, as a late node, until `round` (running, full) ends.
+  void wait_as_late_node(int round, const NodeInfo& self, std::chrono::steady_clock::time_point deadline);
+  [[noreturn]] void throw_closed(int round, const RoundEnd& end);
+
+  StoreClient& store_;
+  RendezvousSettings settings_;
+  RoundKeys keys_;
+};
+
+}  // namespace ddprun::rendezvous
