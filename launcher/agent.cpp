@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "agent_support.hpp"
 #include "console.hpp"
 #include "error_file.hpp"
 #include "errors.hpp"
@@ -23,17 +24,6 @@ namespace asio = boost::asio;
 
 namespace ddprun::launcher {
 namespace {
-
-void print_line(const std::string& text) { write_all(STDERR_FILENO, "ddprun: " + text + "\n"); }
-
-std::chrono::milliseconds grace_of(const LaunchConfig& config) {
-  return std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000.0));
-}
-
-std::string describe_exitcode(int exitcode) {
-  if (exitcode < 0) return "killed by " + signal_name(-exitcode);
-  return "exit code " + std::to_string(exitcode);
-}
 
 UniqueFd open_log_file(const std::filesystem::path& path) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
@@ -65,13 +55,23 @@ int Agent::run() {
   wait_stop_signals();
   wait_forwarded_signals();
 
-  start_store();  // first: a busy port fails the job before anything is created
+  const bool multi_node = plan_.multi_node;
+  // First: a busy port fails the job before anything is created.
+  if (multi_node) {
+    start_rendezvous();
+  } else {
+    start_store();
+  }
   logs_.emplace(config.log_dir, config.rdzv_id);
 
   if (defaults_omp_num_threads(plan_.env, config.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
 
   try {
-    start_attempt();
+    if (multi_node) {
+      begin_join();
+    } else {
+      start_attempt();
+    }
     io_.run();
   } catch (...) {
     if (group_) group_->signal_running(SIGKILL);
@@ -83,7 +83,9 @@ int Agent::run() {
   io_.poll();
 
   kill_remaining_children();
-  store_->stop();
+  membership_.reset();  // its threads end before the stores they may be talking to
+  if (worker_store_) worker_store_->stop();
+  if (store_) store_->stop();
   if (exit_status_ == kExitSuccess) logs_->remove_if_temporary();
   return exit_status_;
 }
@@ -95,6 +97,7 @@ void Agent::start_store() {
   // the port is held from now until the job ends, with no release-and-rebind race.
   PortReservation reservation(io_, master_addr_, config.standalone ? 0 : config.master_port);
   master_port_number_ = reservation.port();
+  world_size_ = config.nproc_per_node;  // one node: ranks 0..nproc-1
   rendezvous::StoreServerOptions options;
   options.host = master_addr_;
   options.port = master_port_number_;
@@ -119,11 +122,11 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
   for (int local_rank = 0; local_rank < config.nproc_per_node; ++local_rank) {
     WorkerSpec spec;
     spec.local_rank = local_rank;
-    spec.rank = config.node_rank * config.nproc_per_node + local_rank;
+    spec.rank = rank_base_ + local_rank;
     spec.local_world_size = config.nproc_per_node;
-    spec.world_size = config.nproc_per_node;  // single node
-    spec.group_rank = config.node_rank;
-    spec.group_world_size = 1;
+    spec.world_size = world_size_;
+    spec.group_rank = group_rank_;
+    spec.group_world_size = group_world_size_;
     spec.role = config.role;
     spec.role_rank = spec.rank;
     spec.role_world_size = spec.world_size;
@@ -151,8 +154,7 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
     if (stream.to_console) {
       r.console_fd = console_fd;
       if (stream.prefixed) {
-        r.prefix = expand_prefix(tmpl, config.role, config.node_rank * config.nproc_per_node + local_rank,
-                                 local_rank, plan_.hostname);
+        r.prefix = expand_prefix(tmpl, config.role, rank_base_ + local_rank, local_rank, plan_.hostname);
         if (use_color(plan_.env, console_fd)) r.prefix = colorize(r.prefix, local_rank);
       }
     }
@@ -175,7 +177,7 @@ void Agent::start_attempt() {
   std::vector<Environ> envs;
   std::vector<WorkerRoutes> routes;
   for (auto& spec : specs) {
-    auto dir = logs_->worker_dir(restart_count_, spec.local_rank);
+    auto dir = logs_->worker_dir(attempt_, spec.local_rank);
     spec.error_file = (dir / "error.json").string();
     spec.progress_file = (dir / "progress").string();
     error_files_.push_back(spec.error_file);
@@ -185,7 +187,7 @@ void Agent::start_attempt() {
 
   // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
   // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
-  if (restart_count_ > 0) store_->clear();
+  if (store_ && restart_count_ > 0) store_->clear();
   oom_kills_seen_ = oom_.read_kills();
   group_ = std::make_unique<WorkerGroup>(
       io_, [this](const WorkerExit& exit) { on_worker_exit(exit); }, [this] { on_group_done(); });
@@ -211,6 +213,7 @@ void Agent::wait_child_exits() {
       for (const auto& exit : pending_failures_) failures_.push_back(describe_failure(exit));
       phase_ = Phase::stopping_after_failure;
       group_->stop(SIGTERM, grace_of(plan_.config));
+      if (membership_) report_local_failure();
     }
     pending_failures_.clear();
     wait_child_exits();
@@ -224,7 +227,7 @@ void Agent::on_worker_exit(const WorkerExit& exit) {
 WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
   WorkerFailure failure;
   failure.local_rank = exit.local_rank;
-  failure.rank = plan_.config.node_rank * plan_.config.nproc_per_node + exit.local_rank;
+  failure.rank = rank_base_ + exit.local_rank;
   failure.exitcode = exit.exitcode;
   failure.pid = exit.pid;
   failure.time = exit.time;
@@ -266,13 +269,20 @@ void Agent::on_stop_signal(int signo) {
   }
   phase_ = Phase::stopping_for_signal;
   stop_signal_ = signo;
-  if (group_) group_->stop(signo, grace_of(plan_.config));
+  if (group_) {
+    group_->stop(signo, grace_of(plan_.config));
+  } else if (membership_) {
+    // Between rounds: no workers to stop.
+    print_line("received " + signal_name(signo) + " while joining a round");
+    finish(exit_status_for_signal(signo));
+  }
 }
 
 void Agent::on_group_done() {
   // The group's own handler is on the stack: let it go once this event is over.
   asio::post(io_, [retired = std::move(group_)] {});
   attempt_log_files_.clear();
+  if (membership_) return on_group_done_in_round();
 
   if (!fatal_error_.empty()) {
     print_line(fatal_error_);
@@ -286,7 +296,7 @@ void Agent::on_group_done() {
 
   const WorkerFailure& first = failures_.front();
   if (restart_count_ < plan_.config.max_restarts) {
-    ++restart_count_;
+    attempt_ = ++restart_count_;
     print_line("rank " + std::to_string(first.rank) + " failed (" + describe_exitcode(first.exitcode) +
                "); restarting the worker group, restart " + std::to_string(restart_count_) + " of " +
                std::to_string(plan_.config.max_restarts));

@@ -2,8 +2,15 @@
 /// Agent: the state machine of one node, in one event loop. Starts the worker group, watches it,
 /// and on the first failure stops it and either restarts it (restarts left) or fails the job.
 /// Child exits, output, signals and timers are all events: nothing polls.
+///
+/// A single-node job hosts its store on the master port and clears it per attempt (agent.cpp). A
+/// multi-node job (several nodes, or c10d) goes through rendezvous rounds (agent_rounds.cpp): each
+/// round's decision gives this node its ranks and the workers' store, and each round ends on every
+/// node at once (a failure anywhere, a node lost or joining, the job finished or failed).
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +19,7 @@
 #include "environ.hpp"
 #include "failure_summary.hpp"
 #include "launch_config.hpp"
+#include "node_membership.hpp"
 #include "oom_watch.hpp"
 #include "port_reservation.hpp"
 #include "program.hpp"
@@ -29,6 +37,8 @@ struct AgentPlan {
   Environ env;
   std::vector<std::optional<std::string>> devices;  ///< CUDA_VISIBLE_DEVICES per local rank
   std::string hostname;
+  /// Rendezvous rounds (several nodes, or c10d) rather than one node with its own store.
+  bool multi_node = false;
 };
 
 class Agent {
@@ -40,7 +50,14 @@ class Agent {
   int run();
 
  private:
-  enum class Phase { running, stopping_after_failure, stopping_for_signal };
+  enum class Phase {
+    joining,                 ///< multi-node: waiting for a round to form
+    running,
+    stopping_after_failure,  ///< a worker failed here, or the job cannot go on (launch, rendezvous)
+    stopping_for_round_end,  ///< multi-node: the round ended elsewhere; workers stop for the next
+    stopping_for_signal,
+    waiting_for_others,      ///< multi-node: this node's workers succeeded; the exit barrier
+  };
 
   void start_store();
   void start_attempt();
@@ -54,6 +71,20 @@ class Agent {
   void on_stop_signal(int signo);
   void on_group_done();
   void finish(int exit_status);
+
+  // Multi-node rounds (agent_rounds.cpp).
+  void start_rendezvous();
+  void accept_probes();
+  void begin_join();
+  void on_round(const rendezvous::RoundDecision& decision);
+  void on_round_end(int round, const rendezvous::RoundEnd& end);
+  void on_rendezvous_error(const std::string& message);
+  void report_local_failure();
+  void on_group_done_in_round();
+  /// The group is stopped and the round's end is known: restart, finish, or fail.
+  void after_round();
+  /// Tells the other nodes this node is going (within close_timeout), then finishes.
+  void leave(rendezvous::RoundEnd end, int exit_status);
 
   WorkerFailure describe_failure(const WorkerExit& exit);
 
@@ -71,6 +102,27 @@ class Agent {
   int master_port_number_ = 0;
   OomWatch oom_;
   std::optional<std::uint64_t> oom_kills_seen_;  ///< OOM-kill count already accounted for
+
+  // This attempt's place in the job (single node: rank base 0, one node).
+  int rank_base_ = 0;
+  int world_size_ = 1;
+  int group_rank_ = 0;
+  int group_world_size_ = 1;
+  int attempt_ = 0;  ///< the log folder's attempt_<n>: the restart count, or the round (multi-node)
+
+  // Multi-node only.
+  std::unique_ptr<NodeMembership> membership_;
+  std::optional<boost::asio::ip::tcp::acceptor> probe_acceptor_;  ///< presence port: connects succeed while we live
+  std::string bind_host_;                                          ///< wildcard of the advertised address's family
+  std::optional<PortReservation> next_worker_store_;               ///< candidate port for the next round
+  std::unique_ptr<rendezvous::StoreServer> worker_store_;          ///< this round's, on group rank 0
+  std::optional<rendezvous::RoundDecision> round_;
+  std::optional<rendezvous::RoundEnd> round_end_;
+  int previous_rank_ = -1;
+  std::string rendezvous_error_;
+  std::optional<std::string> store_token_;           ///< DDPRUN_STORE_TOKEN(_FILE), for the workers' stores too
+  std::chrono::milliseconds close_timeout_{30000};  ///< rdzv close_timeout: the most leave() waits
+  std::optional<boost::asio::steady_timer> close_timer_;
 
   std::unique_ptr<WorkerGroup> group_;
   std::vector<UniqueFd> attempt_log_files_;

@@ -204,41 +204,24 @@ void check_prefix_template(std::string_view text, std::string_view flag) {
 }
 
 Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag) {
-  auto bad = [&](std::string_view why) { reject_value(text, flag, why); };  // quotes `text` as trimmed
-  auto host_ok = [](std::string_view host, std::string_view extra) {
-    return !host.empty() && std::all_of(host.begin(), host.end(), [&](unsigned char c) {
-      return std::isalnum(c) || c == '.' || c == '-' || c == '_' || extra.find(static_cast<char>(c)) != extra.npos;
-    });
-  };
   text = trim(text);
   if (text.empty()) return {"localhost", default_port};
-  std::string_view host = text;
-  std::optional<std::string_view> port;
-  if (text.starts_with('[')) {
-    auto close = text.find(']');
-    if (close == std::string_view::npos) bad("has '[' without ']' (write [v6addr]:PORT)");
-    host = text.substr(1, close - 1);
-    auto after = text.substr(close + 1);
-    if (!after.empty()) {
-      if (after[0] != ':') bad("is not [v6addr]:PORT");
-      port = after.substr(1);
-    }
-    if (!host_ok(host, ":%")) bad("is not [v6addr]:PORT");
-  } else {
-    auto colon = text.rfind(':');
-    if (colon != std::string_view::npos) {
-      if (text.find(':') != colon) bad("looks like an IPv6 address without brackets (write [v6addr]:PORT)");
-      host = text.substr(0, colon);
-      port = text.substr(colon + 1);
-    }
-    if (!host_ok(host, "")) bad("is not HOST[:PORT]");
+  // Stricter than the rendezvous layer: on the command line an unbracketed IPv6 address is refused
+  // rather than guessed at (torchrun would split "fe80::1:29400" at its last ':').
+  if (!text.starts_with('[') && std::count(text.begin(), text.end(), ':') > 1) {
+    reject_value(text, flag, "looks like an IPv6 address without brackets (write [v6addr]:PORT)");
   }
-  if (!port) return {std::string(host), default_port};
-  auto number = to_integer(*port);
-  if (!number || *number < 0 || *number > 65535) {
-    bad("has a port that is not 0..65535");
+  Endpoint endpoint;
+  try {
+    endpoint = rendezvous::parse_endpoint(text, default_port);
+  } catch (const std::invalid_argument& error) {
+    reject_value(text, flag, std::string("is not HOST[:PORT]: ") + error.what());
   }
-  return {std::string(host), static_cast<int>(*number)};
+  const bool host_ok = std::all_of(endpoint.host.begin(), endpoint.host.end(), [&](unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || (text.starts_with('[') && (c == ':' || c == '%'));
+  });
+  if (!host_ok) reject_value(text, flag, "is not HOST[:PORT]");
+  return endpoint;
 }
 
 }  // namespace ddprun::launcher

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "endpoint.hpp"
 #include "launch_config.hpp"
 
 namespace ddprun::launcher {
@@ -70,11 +71,7 @@ std::optional<std::set<int>> parse_rank_filter(std::string_view text, std::strin
 /// ${role_name} ${rank} ${local_rank} ${hostname}.
 void check_prefix_template(std::string_view text, std::string_view flag);
 
-/// A rendezvous endpoint split into its parts.
-struct Endpoint {
-  std::string host;  ///< without the brackets of an IPv6 address
-  int port = 0;
-};
+using rendezvous::Endpoint;
 
 /// Parses `host[:port]` or `[v6addr][:port]` (torchrun's rules, stricter: an unbracketed IPv6
 /// address is refused instead of being split at its last ':'). Empty text = localhost.

@@ -27,17 +27,16 @@ std::string this_hostname() {
 AgentPlan plan_job(const std::vector<std::string>& args) {
   Environ env = current_environ();
   LaunchConfig config = parse_command_line(args, env, read_host_facts(env));
-  if (config.max_nodes > 1) {
-    throw UsageError("--nnodes: " + std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes) +
-                     " asks for several nodes; this version of ddprun runs single-node jobs only");
-  }
   std::vector<std::optional<std::string>> devices(static_cast<std::size_t>(config.nproc_per_node));
   if (config.devices_per_worker > 0) {
     auto assigned = assign_devices(visible_devices(env), config.devices_per_worker, config.nproc_per_node);
     for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = assigned.at(i);
   }
   WorkerCommand command = resolve_program(config, env);
-  return AgentPlan{std::move(config), std::move(command), std::move(env), std::move(devices), this_hostname()};
+  // --standalone is c10d on a store of its own: one node, which the single-node agent runs as it is.
+  const bool multi_node = config.max_nodes > 1 || (config.rdzv_backend == "c10d" && !config.standalone);
+  return AgentPlan{std::move(config), std::move(command), std::move(env), std::move(devices), this_hostname(),
+                   multi_node};
 }
 
 int fail(const std::string& line, int status) {

@@ -1,0 +1,28 @@
+#pragma once
+/// Small helpers shared by the agent's single-node and multi-node halves.
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+
+#include "console.hpp"
+#include "launch_config.hpp"
+#include "signal_names.hpp"
+
+namespace ddprun::launcher {
+
+/// One line of ddprun's own on stderr, prefixed so that it stands out among the workers' lines.
+inline void print_line(const std::string& text) { write_all(STDERR_FILENO, "ddprun: " + text + "\n"); }
+
+/// --shutdown-timeout as a duration.
+inline std::chrono::milliseconds grace_of(const LaunchConfig& config) {
+  return std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000.0));
+}
+
+/// "exit code 3" or "killed by SIGKILL".
+inline std::string describe_exitcode(int exitcode) {
+  if (exitcode < 0) return "killed by " + signal_name(-exitcode);
+  return "exit code " + std::to_string(exitcode);
+}
+
+}  // namespace ddprun::launcher

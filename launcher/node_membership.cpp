@@ -1,0 +1,307 @@
+#include "node_membership.hpp"
+
+#include <boost/asio/post.hpp>
+
+#include "peer_probe.hpp"
+#include "rendezvous_error.hpp"
+#include "round_keys.hpp"
+#include "store_error.hpp"
+
+namespace asio = boost::asio;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace ddprun::launcher {
+namespace {
+
+using namespace ddprun::rendezvous;
+
+/// A WAIT on the round's end is re-armed after this long; the watcher is woken by the store, and
+/// this only bounds how long a silently dead connection could hide (the keep-alive notices first).
+constexpr milliseconds kEndWaitSlice{std::chrono::minutes(10)};
+
+std::string seconds_text(milliseconds duration) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", static_cast<double>(duration.count()) / 1000.0);
+  return text;
+}
+
+/// Registers a client for interrupt() while it lives.
+class ClientRegistration {
+ public:
+  ClientRegistration(std::mutex& mutex, std::vector<StoreClient*>& clients, StoreClient& client)
+      : mutex_(mutex), clients_(clients), client_(client) {
+    std::lock_guard lock(mutex_);
+    clients_.push_back(&client_);
+  }
+  ~ClientRegistration() {
+    std::lock_guard lock(mutex_);
+    std::erase(clients_, &client_);
+  }
+  ClientRegistration(const ClientRegistration&) = delete;
+  ClientRegistration& operator=(const ClientRegistration&) = delete;
+
+ private:
+  std::mutex& mutex_;
+  std::vector<StoreClient*>& clients_;
+  StoreClient& client_;
+};
+
+}  // namespace
+
+NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings, Endpoint store,
+                               std::optional<std::string> token, NodeInfo self, bool hosts_store, Events events)
+    : io_(io),
+      settings_(std::move(settings)),
+      store_(std::move(store)),
+      token_(std::move(token)),
+      self_(std::move(self)),
+      hosts_store_(hosts_store),
+      events_(std::move(events)) {
+  requests_thread_ = std::thread([this] { run_requests(); });
+  watcher_thread_ = std::thread([this] { run_watcher(); });
+  keep_alive_thread_ = std::thread([this] { run_keep_alive(); });
+}
+
+NodeMembership::~NodeMembership() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    *alive_ = false;
+  }
+  wake_.notify_all();
+  {
+    std::lock_guard lock(clients_mutex_);
+    for (StoreClient* client : clients_) client->interrupt();
+  }
+  for (std::thread* thread : {&requests_thread_, &watcher_thread_, &keep_alive_thread_}) {
+    if (thread->joinable()) thread->join();
+  }
+}
+
+StoreClientOptions NodeMembership::client_options(milliseconds connect_timeout, milliseconds timeout) const {
+  StoreClientOptions options;
+  options.host = store_.host;
+  options.port = store_.port;
+  options.connect_timeout = connect_timeout;
+  options.timeout = timeout;
+  options.token = token_;
+  options.defer_connect = true;  // registered first, so that the destructor can interrupt the connect
+  return options;
+}
+
+void NodeMembership::post(std::function<void()> handler) {
+  asio::post(io_, [alive = alive_, handler = std::move(handler)] {
+    if (*alive) handler();
+  });
+}
+
+void NodeMembership::fail(const std::string& message) {
+  {
+    std::lock_guard lock(mutex_);
+    if (stopping_ || failed_) return;
+    failed_ = true;
+  }
+  post([this, message] { events_.on_error(message); });
+}
+
+void NodeMembership::submit(Request request) {
+  {
+    std::lock_guard lock(mutex_);
+    requests_.push_back(std::move(request));
+  }
+  wake_.notify_all();
+}
+
+void NodeMembership::join(int store_port, int previous_rank) {
+  submit([this, store_port, previous_rank](RoundProtocol& protocol) {
+    NodeInfo me = self_;
+    me.store_port = store_port;
+    me.previous_rank = previous_rank;
+    RoundDecision decision = protocol.join(me);
+    post([this, decision] { events_.on_round(decision); });
+  });
+}
+
+void NodeMembership::watch(const RoundDecision& decision) {
+  {
+    std::lock_guard lock(mutex_);
+    watched_ = decision;
+  }
+  wake_.notify_all();
+}
+
+void NodeMembership::report_failure(RoundEnd failure) {
+  submit([this, failure](RoundProtocol& protocol) {
+    std::optional<RoundDecision> round;
+    {
+      std::lock_guard lock(mutex_);
+      round = watched_;
+    }
+    if (!round) return;
+    std::vector<const NodeInfo*> peers;
+    std::vector<Endpoint> endpoints;
+    for (const auto& node : round->nodes) {
+      if (node.id == self_.id) continue;
+      peers.push_back(&node);
+      endpoints.push_back(Endpoint{node.addr, node.probe_port});
+    }
+    RoundEnd end = failure;
+    // A worker that failed because a peer died with its agent is no reason to use up a restart.
+    auto gone = unreachable_peers(endpoints, settings_.heartbeat_timeout);
+    if (!gone.empty()) {
+      const NodeInfo& lost = *peers.at(gone.front());
+      end = RoundEnd{EndKind::lost, lost.id, "node " + lost.describe() + " is gone: its agent does not answer"};
+    }
+    protocol.end_round(round->round, end);
+  });
+}
+
+void NodeMembership::end_round(RoundEnd end, std::function<void()> done) {
+  submit([this, end, done = std::move(done)](RoundProtocol& protocol) {
+    std::optional<int> round;
+    {
+      std::lock_guard lock(mutex_);
+      if (watched_) round = watched_->round;
+    }
+    try {
+      if (round) protocol.end_round(*round, end);
+    } catch (const StoreError&) {
+      // The caller is leaving; what it could not say, the others learn from its heartbeat.
+    }
+    if (done) post(done);
+  });
+}
+
+void NodeMembership::mark_finished() {
+  submit([this](RoundProtocol& protocol) {
+    std::optional<RoundDecision> round;
+    {
+      std::lock_guard lock(mutex_);
+      round = watched_;
+    }
+    if (round) protocol.mark_finished(*round, self_);
+  });
+}
+
+void NodeMembership::run_requests() {
+  // Node 0's store may come up after this node: the first connect retries for the join deadline.
+  StoreClient client(client_options(settings_.join_deadline(), settings_.read_timeout));
+  ClientRegistration registration(clients_mutex_, clients_, client);
+  RoundProtocol protocol(client, settings_);
+  try {
+    client.connect();
+    if (hosts_store_) client.set(kHostedRunIdKey, settings_.run_id);
+    protocol.check_job();
+  } catch (const StoreError& error) {
+    return fail(std::string(error.what()));
+  } catch (const RendezvousError& error) {
+    return fail(error.what());
+  }
+  for (;;) {
+    Request request;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [this] { return stopping_ || !requests_.empty(); });
+      if (stopping_) return;
+      request = std::move(requests_.front());
+      requests_.pop_front();
+    }
+    try {
+      request(protocol);
+    } catch (const RendezvousError& error) {
+      return fail(error.what());
+    } catch (const StoreError& error) {
+      return fail("lost the rendezvous store at " + store_address() + ": " + error.what());
+    }
+  }
+}
+
+void NodeMembership::run_watcher() {
+  StoreClient client(client_options(settings_.read_timeout, settings_.read_timeout));
+  ClientRegistration registration(clients_mutex_, clients_, client);
+  RoundProtocol protocol(client, settings_);
+  int reported = -1;
+  bool failed_once = false;
+  for (;;) {
+    int round = 0;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stopping_ || (watched_ && watched_->round != reported); });
+      if (stopping_) return;
+      round = watched_->round;
+    }
+    try {
+      RoundEnd end = protocol.wait_end(round, kEndWaitSlice);
+      failed_once = false;
+      reported = round;
+      post([this, round, end] { events_.on_round_end(round, end); });
+    } catch (const StoreTimeout&) {
+      // Re-arm.
+    } catch (const StoreError& error) {
+      // The connection broke (the store's host may be gone): the next call reconnects, retrying
+      // for read_timeout; a second failure in a row means the store is lost.
+      if (failed_once) return fail("lost the rendezvous store at " + store_address() + ": " + error.what());
+      failed_once = true;
+    } catch (const RendezvousError& error) {
+      return fail(error.what());
+    }
+  }
+}
+
+void NodeMembership::run_keep_alive() {
+  StoreClient client(client_options(settings_.heartbeat_timeout, settings_.heartbeat_timeout));
+  ClientRegistration registration(clients_mutex_, clients_, client);
+  RoundProtocol protocol(client, settings_);
+  HeartbeatTracker tracker(settings_.lost_after());
+  std::int64_t counter = 0;
+  int tracked_round = -1;
+  int reported_round = -1;
+  auto last_success = Clock::now();
+  for (;;) {
+    std::optional<RoundDecision> round;
+    {
+      std::unique_lock lock(mutex_);
+      // Idle until the first round forms (join() wrote the first heartbeat); then every interval.
+      if (counter == 0) {
+        wake_.wait(lock, [this] { return stopping_ || watched_.has_value(); });
+        last_success = Clock::now();
+      } else {
+        wake_.wait_for(lock, settings_.keep_alive_interval, [this] { return stopping_; });
+      }
+      if (stopping_) return;
+      round = watched_;
+    }
+    try {
+      protocol.beat(self_.id, ++counter);
+      if (round->round != tracked_round) {
+        std::vector<std::string> peers;
+        for (const auto& node : round->nodes) {
+          if (node.id != self_.id) peers.push_back(node.id);
+        }
+        tracker.watch(peers, Clock::now());
+        tracked_round = round->round;
+      }
+      if (!tracker.watched().empty()) tracker.observe(protocol.read_beats(tracker.watched()), Clock::now());
+      last_success = Clock::now();
+      auto lost = tracker.lost(Clock::now());
+      if (!lost.empty() && reported_round != round->round) {
+        reported_round = round->round;
+        const NodeInfo& node = round->nodes.at(static_cast<std::size_t>(round->group_rank_of(lost.front())));
+        protocol.end_round(round->round, RoundEnd{EndKind::lost, node.id,
+                                                  "node " + node.describe() + " stopped heart-beating (nothing for " +
+                                                      seconds_text(settings_.lost_after()) + ")"});
+      }
+    } catch (const StoreError& error) {
+      // A late or failed beat is a missed one; only a store silent for read_timeout is lost.
+      if (Clock::now() - last_success >= settings_.read_timeout) {
+        return fail("lost the rendezvous store at " + store_address() + ": nothing from it for " +
+                    seconds_text(settings_.read_timeout) + " (read_timeout); last error: " + error.what());
+      }
+    } catch (const RendezvousError& error) {
+      return fail(error.what());
+    }
+  }
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,107 @@
+#pragma once
+/// NodeMembership: this node's part in a multi-node job's rendezvous, for the agent's event loop.
+///
+/// Store I/O is blocking (StoreClient, every call with a deadline), so it runs on threads of its
+/// own, each with its own connection, and every outcome comes back as a handler posted on the
+/// agent's io_context; the agent never blocks on the network. The threads:
+///  - requests: join a round, end a round, mark this node finished, one after another;
+///  - watcher: sleeps in the store's WAIT on the current round's end, and reports it;
+///  - keep-alive: every keep_alive_interval writes this node's heartbeat and reads the other
+///    nodes'; a node silent for interval x max_attempt is dropped (its round is ended with `lost`).
+/// A store that cannot be reached for read_timeout is lost: on_error, and the agent stops.
+#include <boost/asio/io_context.hpp>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "endpoint.hpp"
+#include "heartbeat_tracker.hpp"
+#include "rendezvous_settings.hpp"
+#include "round_protocol.hpp"
+#include "round_record.hpp"
+#include "store_client.hpp"
+
+namespace ddprun::launcher {
+
+class NodeMembership {
+ public:
+  struct Events {
+    std::function<void(rendezvous::RoundDecision)> on_round;  ///< a round this node is in has formed
+    std::function<void(int round, rendezvous::RoundEnd)> on_round_end;  ///< the watched round ended
+    std::function<void(std::string)> on_error;  ///< the rendezvous failed; the job cannot go on here
+  };
+
+  /// Starts the threads; the requests thread connects to `store` first (retrying for the join
+  /// deadline: node 0's store may come up after this node) and checks the job (run id, shape).
+  NodeMembership(boost::asio::io_context& io, rendezvous::RendezvousSettings settings, rendezvous::Endpoint store,
+                 std::optional<std::string> token, rendezvous::NodeInfo self, bool hosts_store, Events events);
+  /// Interrupts whatever the threads are blocked in, and joins them.
+  ~NodeMembership();
+  NodeMembership(const NodeMembership&) = delete;
+  NodeMembership& operator=(const NodeMembership&) = delete;
+
+  /// Joins the next round with this round's candidate worker store port and this node's previous
+  /// group rank; on_round or on_error follows.
+  void join(int store_port, int previous_rank);
+
+  /// Watches `decision`'s round: its end comes through on_round_end; its nodes' heartbeats are checked.
+  void watch(const rendezvous::RoundDecision& decision);
+
+  /// A local worker failed: probes the round's other agents first; when one is gone, the round ends
+  /// as `lost` (a membership change, no restart used), else with `failure`.
+  void report_failure(rendezvous::RoundEnd failure);
+
+  /// Ends the watched round with `end` (unless it has ended); `done` runs on the agent's loop after
+  /// the store answered or failed.
+  void end_round(rendezvous::RoundEnd end, std::function<void()> done = {});
+
+  /// This node's workers of the watched round all succeeded (the exit barrier).
+  void mark_finished();
+
+  const rendezvous::NodeInfo& self() const { return self_; }
+  std::string store_address() const { return rendezvous::format_endpoint(store_.host, store_.port); }
+
+ private:
+  using Request = std::function<void(rendezvous::RoundProtocol&)>;
+
+  void run_requests();
+  void run_watcher();
+  void run_keep_alive();
+  void submit(Request request);
+  /// Posts `handler` to the agent's loop unless this object is going away.
+  void post(std::function<void()> handler);
+  void fail(const std::string& message);
+  rendezvous::StoreClientOptions client_options(std::chrono::milliseconds connect_timeout,
+                                                std::chrono::milliseconds timeout) const;
+
+  boost::asio::io_context& io_;
+  const rendezvous::RendezvousSettings settings_;
+  const rendezvous::Endpoint store_;
+  const std::optional<std::string> token_;
+  rendezvous::NodeInfo self_;
+  const bool hosts_store_;
+  Events events_;
+
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  bool failed_ = false;
+  std::deque<Request> requests_;
+  std::optional<rendezvous::RoundDecision> watched_;  ///< the round the watcher and keep-alive follow
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  ///< false once destruction began
+
+  /// The clients, so that the destructor can interrupt the calls they are blocked in.
+  std::mutex clients_mutex_;
+  std::vector<rendezvous::StoreClient*> clients_;
+
+  std::thread requests_thread_;
+  std::thread watcher_thread_;
+  std::thread keep_alive_thread_;
+};
+
+}  // namespace ddprun::launcher
