@@ -1,18 +1,15 @@
 #include "gloo_device.hpp"
 
-#include <arpa/inet.h>
 #include <net/if.h>
-#include <netdb.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdlib>
-#include <cstring>
+#include <exception>
 #include <gloo/transport/tcp/device.h>
 #include <optional>
 #include <string>
 
 #include "ddprun/error.hpp"
+#include "endpoint.hpp"
 
 namespace ddprun::detail {
 namespace {
@@ -33,33 +30,6 @@ std::optional<Setting> interface_setting() {
   return std::nullopt;
 }
 
-/// The source address of a route to host:port: connect() on a UDP socket sends nothing but makes the
-/// kernel pick the route and the address, which getsockname() then reads back.
-std::optional<std::string> local_address_towards(const std::string& host, int port) {
-  addrinfo hints{};
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* results = nullptr;
-  if (getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &results) != 0) return std::nullopt;
-  std::optional<std::string> found;
-  for (addrinfo* result = results; result != nullptr && !found; result = result->ai_next) {
-    int fd = ::socket(result->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) continue;
-    sockaddr_storage local{};
-    socklen_t length = sizeof local;
-    if (::connect(fd, result->ai_addr, result->ai_addrlen) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) == 0) {
-      char text[INET6_ADDRSTRLEN] = {};
-      const void* address = local.ss_family == AF_INET6
-                                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr)
-                                : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr);
-      if (inet_ntop(local.ss_family, address, text, sizeof text) != nullptr) found = text;
-    }
-    ::close(fd);
-  }
-  freeaddrinfo(results);
-  return found;
-}
-
 }  // namespace
 
 std::shared_ptr<gloo::transport::Device> create_gloo_device(const Identity& identity) {
@@ -74,12 +44,15 @@ std::shared_ptr<gloo::transport::Device> create_gloo_device(const Identity& iden
       hint = " (no network interface here has that name, so it was taken as a host name or address)";
     }
     chosen = setting->name + "=" + setting->value;
-  } else if (auto address = local_address_towards(identity.master_addr, identity.master_port)) {
-    attr.hostname = *address;
-    chosen = *address + " (the local address towards MASTER_ADDR " + identity.master_addr + ")";
   } else {
-    throw Error("cannot find a local address that reaches MASTER_ADDR=" + identity.master_addr +
-                " for the gloo transport; set DDPRUN_GLOO_INTERFACE to a network interface or address");
+    try {
+      attr.hostname = rendezvous::local_address_toward(identity.master_addr, identity.master_port);
+    } catch (const std::exception& error) {
+      throw Error("cannot find a local address that reaches MASTER_ADDR=" + identity.master_addr +
+                  " for the gloo transport (" + error.what() +
+                  "); set DDPRUN_GLOO_INTERFACE to a network interface or address");
+    }
+    chosen = attr.hostname + " (the local address towards MASTER_ADDR " + identity.master_addr + ")";
   }
   try {
     return gloo::transport::tcp::CreateDevice(attr);

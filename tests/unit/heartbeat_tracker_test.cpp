@@ -1,0 +1,98 @@
+// Heartbeats judged by this node's clock: explicit time points, no sleeping.
+#include "heartbeat_tracker.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+using namespace ddprun::rendezvous;
+using namespace std::chrono_literals;
+using Strings = std::vector<std::string>;
+
+namespace {
+
+constexpr std::chrono::milliseconds kLostAfter = 15s;
+const HeartbeatTracker::Clock::time_point t0{};
+
+}  // namespace
+
+TEST(HeartbeatTracker, ChangingCounterIsNeverLost) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a"}, t0);
+  for (int beat = 1; beat <= 20; ++beat) {
+    auto now = t0 + beat * 10s;  // well past lost_after in total, but never silent that long
+    tracker.observe({beat}, now);
+    EXPECT_EQ(tracker.lost(now), Strings{}) << beat;
+    EXPECT_EQ(tracker.lost(now + kLostAfter - 1ms), Strings{}) << beat;
+  }
+}
+
+TEST(HeartbeatTracker, UnchangedCounterIsLostExactlyAfterLostAfter) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a", "b"}, t0);
+  tracker.observe({7, 1}, t0 + 1s);
+  tracker.observe({7, 2}, t0 + 5s);
+  tracker.observe({7, 3}, t0 + 10s);
+  // a changed (from nothing to 7) at 1 s and never after.
+  EXPECT_EQ(tracker.lost(t0 + 1s + kLostAfter - 1ms), Strings{});
+  tracker.observe({7, 4}, t0 + 1s + kLostAfter);
+  EXPECT_EQ(tracker.lost(t0 + 1s + kLostAfter), Strings{"a"});
+  EXPECT_EQ(tracker.lost(t0 + 1s + kLostAfter + 1h), (Strings{"a", "b"}));
+}
+
+TEST(HeartbeatTracker, NoHeartbeatKeyCountsAsUnchanged) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a"}, t0);
+  for (auto at : {1s, 5s, 10s, 14s}) tracker.observe({-1}, t0 + at);
+  EXPECT_EQ(tracker.lost(t0 + kLostAfter - 1ms), Strings{});
+  EXPECT_EQ(tracker.lost(t0 + kLostAfter), Strings{"a"});
+}
+
+TEST(HeartbeatTracker, VanishingKeyDoesNotRefreshANode) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a"}, t0);
+  tracker.observe({3}, t0 + 2s);
+  tracker.observe({-1}, t0 + 4s);
+  // The same counter read again after a gap is no sign of life: a dead node's counter stays put.
+  tracker.observe({3}, t0 + 6s);
+  EXPECT_EQ(tracker.lost(t0 + 2s + kLostAfter - 1ms), Strings{});
+  EXPECT_EQ(tracker.lost(t0 + 2s + kLostAfter), Strings{"a"});
+}
+
+TEST(HeartbeatTracker, NewlyWatchedNodeCountsAsSeenNow) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a"}, t0 + 100s);
+  EXPECT_EQ(tracker.lost(t0 + 100s + kLostAfter - 1ms), Strings{});
+  EXPECT_EQ(tracker.lost(t0 + 100s + kLostAfter), Strings{"a"});
+}
+
+TEST(HeartbeatTracker, NewRoundKeepsKnownNodesAndStartsNewOnesFresh) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a", "b"}, t0);
+  tracker.observe({1, 1}, t0);
+  tracker.watch({"b", "c"}, t0 + 10s);
+  EXPECT_EQ(tracker.watched(), (Strings{"b", "c"}));
+  // Counters now follow the new order: b keeps its 1 (unchanged since t0), c starts at 10 s.
+  tracker.observe({1, 5}, t0 + 12s);
+  EXPECT_EQ(tracker.lost(t0 + kLostAfter), Strings{"b"});
+  EXPECT_EQ(tracker.lost(t0 + 12s + kLostAfter - 1ms), Strings{"b"});
+  EXPECT_EQ(tracker.lost(t0 + 12s + kLostAfter), (Strings{"b", "c"}));
+}
+
+TEST(HeartbeatTracker, RewatchingDoesNotRefreshASilentNode) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a"}, t0);
+  tracker.watch({"a"}, t0 + 10s);
+  EXPECT_EQ(tracker.lost(t0 + kLostAfter), Strings{"a"});
+}
+
+TEST(HeartbeatTracker, NodesNoLongerWatchedAreNotReported) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a", "b"}, t0);
+  tracker.observe({1, 1}, t0);
+  tracker.watch({"b"}, t0 + 1s);
+  EXPECT_EQ(tracker.lost(t0 + 1h), Strings{"b"});
+  tracker.watch({}, t0 + 2s);
+  EXPECT_EQ(tracker.lost(t0 + 1h), Strings{});
+}
