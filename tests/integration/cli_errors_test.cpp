@@ -78,7 +78,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadCommandLine{{"--log-line-prefix-template", "${nope}", "WORKER", "env", "MARKER"},
                        "--log-line-prefix-template"},
         BadCommandLine{{"WORKER", "env", "MARKER"}, "PET_NPROC_PER_NODE", {{"PET_NPROC_PER_NODE", "many"}}},
-        BadCommandLine{{"--nnodes", "2", "WORKER", "env", "MARKER"}, "--nnodes"}));
+        BadCommandLine{{"--nnodes", "2", "--rdzv-conf", "keep_alive_interval=0", "WORKER", "env", "MARKER"},
+                       "keep_alive_interval"},
+        BadCommandLine{{"--nnodes", "2", "--rdzv-backend", "c10d", "WORKER", "env", "MARKER"}, "--rdzv-endpoint"}));
 
 TEST(CommandLine, HelpReadsWellAndExitsZero) {
   Outcome outcome = run_ddprun({"--help"});
