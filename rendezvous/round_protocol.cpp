@@ -99,6 +99,12 @@ RoundDecision RoundProtocol::join(const NodeInfo& self) {
   store_.compare_set(keys_.heartbeat(self.id), "", "0");
   for (;;) {
     const int round = current_round();
+    // The round that ended the job moved the current round past itself: look back one.
+    if (round > 0) {
+      if (auto previous = read_end(round - 1); previous && ends_the_job(previous->kind)) {
+        throw_closed(round - 1, *previous);
+      }
+    }
     if (auto end = read_end(round)) {
       if (ends_the_job(end->kind)) throw_closed(round, *end);
       advance_past(round);

@@ -55,7 +55,8 @@ class RoundProtocol {
 
   /// Writes this node's heartbeat counter.
   void beat(const std::string& node_id, std::int64_t counter);
-  /// The heartbeat counters of `node_ids`, in order; -1 for a node that has none.
+  /// The heartbeat counters of `node_ids`, in order (-1 for a value that is not a counter). Every
+  /// node that joined a round has the key (join() creates it), so this is one round trip.
   std::vector<std::int64_t> read_beats(const std::vector<std::string>& node_ids);
 
   const RoundKeys& keys() const { return keys_; }

@@ -1,0 +1,238 @@
+/// RoundProtocol against a real StoreServer on loopback: several nodes, each a thread with its own
+/// connection, as agents on several machines would be.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "round_keys.hpp"
+#include "round_protocol.hpp"
+#include "store_server.hpp"
+
+using namespace ddprun::rendezvous;
+using namespace std::chrono_literals;
+
+namespace {
+
+class RoundProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    StoreServerOptions options;
+    options.host = "127.0.0.1";
+    server_ = std::make_unique<StoreServer>(options);
+    server_->start();
+  }
+
+  std::unique_ptr<StoreClient> client() {
+    StoreClientOptions options;
+    options.host = "127.0.0.1";
+    options.port = server_->port();
+    options.timeout = 20s;
+    return std::make_unique<StoreClient>(options);
+  }
+
+  RendezvousSettings dynamic(int min, int max) const {
+    RendezvousSettings settings;
+    settings.run_id = "job";
+    settings.min_nodes = min;
+    settings.max_nodes = max;
+    settings.join_timeout = 20s;
+    settings.last_call_timeout = 300ms;
+    return settings;
+  }
+
+  static NodeInfo node(const std::string& id, int nproc = 1, int static_rank = -1) {
+    NodeInfo info;
+    info.id = id;
+    info.host_name = "host-" + id;
+    info.addr = "127.0.0.1";
+    info.nproc = nproc;
+    info.static_rank = static_rank;
+    return info;
+  }
+
+  /// Each node joins from its own thread and client; returns the decisions in `nodes` order.
+  std::vector<RoundDecision> join_all(const RendezvousSettings& settings, const std::vector<NodeInfo>& nodes) {
+    std::vector<std::future<RoundDecision>> joins;
+    for (const auto& info : nodes) {
+      joins.push_back(std::async(std::launch::async, [this, settings, info] {
+        auto store = client();
+        RoundProtocol protocol(*store, settings);
+        protocol.check_job();
+        return protocol.join(info);
+      }));
+    }
+    std::vector<RoundDecision> decisions;
+    for (auto& join : joins) decisions.push_back(join.get());
+    return decisions;
+  }
+
+  std::unique_ptr<StoreServer> server_;
+};
+
+std::vector<std::string> ids_of(const RoundDecision& decision) {
+  std::vector<std::string> ids;
+  for (const auto& n : decision.nodes) ids.push_back(n.id);
+  return ids;
+}
+
+TEST_F(RoundProtocolTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
+  RendezvousSettings settings = dynamic(3, 3);
+  settings.is_static = true;
+  auto decisions = join_all(settings, {node("c", 2, 2), node("a", 1, 0), node("b", 3, 1)});
+  for (const auto& decision : decisions) {
+    EXPECT_EQ(encode_decision(decision), encode_decision(decisions.front()));
+    EXPECT_EQ(ids_of(decision), (std::vector<std::string>{"a", "b", "c"}));
+    EXPECT_EQ(decision.world_size(), 6);
+    EXPECT_EQ(decision.rank_base(2), 4);
+    EXPECT_EQ(decision.restart_count, 0);
+  }
+}
+
+TEST_F(RoundProtocolTest, StaticNodesWithTheSameRankFailEveryNode) {
+  RendezvousSettings settings = dynamic(2, 2);
+  settings.is_static = true;
+  EXPECT_THROW(
+      {
+        try {
+          join_all(settings, {node("a", 1, 1), node("b", 1, 1)});
+        } catch (const RendezvousError& error) {
+          EXPECT_NE(std::string(error.what()).find("--node-rank=1"), std::string::npos) << error.what();
+          throw;
+        }
+      },
+      RendezvousError);
+}
+
+TEST_F(RoundProtocolTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) {
+  auto full = join_all(dynamic(2, 3), {node("a"), node("b"), node("c")});
+  EXPECT_EQ(full.front().nodes.size(), 3U);
+
+  RendezvousSettings settings = dynamic(2, 3);
+  settings.run_id = "partial";
+  auto start = std::chrono::steady_clock::now();
+  auto partial = join_all(settings, {node("a"), node("b")});
+  EXPECT_GE(std::chrono::steady_clock::now() - start, settings.last_call_timeout);
+  EXPECT_EQ(partial.front().nodes.size(), 2U);
+  EXPECT_EQ(encode_decision(partial[0]), encode_decision(partial[1]));
+}
+
+TEST_F(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLastCall) {
+  RendezvousSettings settings = dynamic(2, 3);
+  auto first = join_all(settings, {node("a"), node("b"), node("c")}).front();
+  const NodeInfo& lost = first.nodes.at(1);
+  auto store = client();
+  RoundProtocol protocol(*store, settings);
+  protocol.end_round(first.round, RoundEnd{EndKind::lost, lost.id, "lost"});
+
+  settings.last_call_timeout = 60s;  // the survivors must not wait for it
+  std::vector<NodeInfo> survivors;
+  for (const auto& n : first.nodes) {
+    if (n.id == lost.id) continue;
+    NodeInfo again = n;
+    again.previous_rank = first.group_rank_of(n.id);
+    survivors.push_back(again);
+  }
+  auto start = std::chrono::steady_clock::now();
+  auto second = join_all(settings, survivors);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(second.front().round, first.round + 1);
+  EXPECT_EQ(second.front().nodes.size(), 2U);
+  EXPECT_EQ(second.front().restart_count, 0) << "a lost node uses no restart";
+  // The survivor of rank 0 keeps it; the one of rank 2 takes the free rank 1.
+  EXPECT_EQ(second.front().nodes.at(0).id, first.nodes.at(0).id);
+  EXPECT_EQ(second.front().nodes.at(1).id, first.nodes.at(2).id);
+}
+
+TEST_F(RoundProtocolTest, AFailureCountsARestartForTheNextRound) {
+  RendezvousSettings settings = dynamic(2, 2);
+  auto first = join_all(settings, {node("a"), node("b")}).front();
+  auto store = client();
+  RoundProtocol(*store, settings).end_round(first.round, RoundEnd{EndKind::failure, "a", "rank 0 failed"});
+  auto second = join_all(settings, {node("a"), node("b")}).front();
+  EXPECT_EQ(second.round, 1);
+  EXPECT_EQ(second.restart_count, 1);
+}
+
+TEST_F(RoundProtocolTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludesIt) {
+  RendezvousSettings settings = dynamic(2, 3);
+  auto first = join_all(settings, {node("a"), node("b")}).front();
+  ASSERT_EQ(first.nodes.size(), 2U);
+
+  auto late = std::async(std::launch::async, [&] {
+    auto store = client();
+    return RoundProtocol(*store, settings).join(node("c"));
+  });
+  auto store = client();
+  RoundProtocol watcher(*store, settings);
+  RoundEnd end = watcher.wait_end(first.round, 20s);
+  EXPECT_EQ(end.kind, EndKind::joined);
+  EXPECT_EQ(end.node, "c");
+  // a and b rejoin, as their agents do when they see the end.
+  auto second = join_all(settings, {node("a"), node("b")});
+  RoundDecision with_late = late.get();
+  EXPECT_EQ(with_late.nodes.size(), 3U);
+  EXPECT_EQ(encode_decision(with_late), encode_decision(second.front()));
+  EXPECT_EQ(with_late.restart_count, 0) << "scaling up uses no restart";
+}
+
+TEST_F(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
+  RendezvousSettings settings = dynamic(2, 3);
+  auto decisions = join_all(settings, {node("a"), node("b")});
+  auto store = client();
+  RoundProtocol protocol(*store, settings);
+  protocol.mark_finished(decisions.front(), node("a"));
+  EXPECT_FALSE(store->check({protocol.keys().end(decisions.front().round)})) << "b has not finished yet";
+  protocol.mark_finished(decisions.front(), node("b"));
+  EXPECT_EQ(protocol.wait_end(decisions.front().round, 5s).kind, EndKind::finished);
+
+  try {
+    protocol.join(node("late"));
+    FAIL() << "a late node joined a finished job";
+  } catch (const RendezvousClosed& error) {
+    EXPECT_NE(std::string(error.what()).find("already finished"), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
+  RendezvousSettings settings = dynamic(3, 3);
+  settings.join_timeout = 500ms;
+  auto store = client();
+  RoundProtocol protocol(*store, settings);
+  try {
+    protocol.join(node("alone"));
+    FAIL() << "a round of one formed with MIN 3";
+  } catch (const RendezvousError& error) {
+    std::string message = error.what();
+    EXPECT_NE(message.find("did not form within 0.5 s"), std::string::npos) << message;
+    EXPECT_NE(message.find("host-alone (127.0.0.1)"), std::string::npos) << message;
+    EXPECT_NE(message.find("2 more node(s)"), std::string::npos) << message;
+  }
+}
+
+TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
+  auto store = client();
+  RoundProtocol(*store, dynamic(2, 4)).check_job();
+  EXPECT_THROW(RoundProtocol(*store, dynamic(2, 3)).check_job(), RendezvousError);
+
+  store->set(kHostedRunIdKey, "other");
+  try {
+    RoundProtocol(*store, dynamic(2, 4)).check_job();
+    FAIL() << "joined the store of job 'other'";
+  } catch (const RendezvousError& error) {
+    EXPECT_NE(std::string(error.what()).find("'other', not 'job'"), std::string::npos) << error.what();
+  }
+}
+
+TEST_F(RoundProtocolTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
+  auto store = client();
+  RoundProtocol protocol(*store, dynamic(1, 1));
+  protocol.beat("a", 7);
+  store->set(protocol.keys().heartbeat("b"), "not a number");
+  // read_beats WAITs for the keys (join() creates them); give "c" one so the read ends.
+  store->set(protocol.keys().heartbeat("c"), "");
+  EXPECT_EQ(protocol.read_beats({"a", "b", "c"}), (std::vector<std::int64_t>{7, -1, -1}));
+}
+
+}  // namespace
