@@ -272,8 +272,9 @@ void Agent::on_stop_signal(int signo) {
   if (group_) {
     group_->stop(signo, grace_of(plan_.config));
   } else if (membership_) {
-    // Between rounds: no workers to stop.
-    print_line("received " + signal_name(signo) + " while joining a round");
+    // Joining a round, or waiting for the other nodes to finish: no workers to stop.
+    print_line("received " + signal_name(signo) +
+               (phase_ == Phase::joining ? " while joining a round" : " while waiting for the other nodes"));
     finish(exit_status_for_signal(signo));
   }
 }
