@@ -236,7 +236,7 @@ RoundDecision RoundProtocol::close(int round, int count, const std::vector<NodeI
 void RoundProtocol::wait_as_late_node(int round, const NodeInfo& self, Clock::time_point deadline) {
   auto decision = read_decision(round);
   if (decision && !settings_.is_static && static_cast<int>(decision->nodes.size()) < settings_.max_nodes) {
-    end_round(round, RoundEnd{EndKind::joined, self.id, self.describe() + " joined the job"});
+    end_round(round, RoundEnd{EndKind::joined, self.id, "node " + self.describe() + " joined the job"});
     return;
   }
   // Full (or static, where a node comes back by rejoining): wait for the running round to end.
