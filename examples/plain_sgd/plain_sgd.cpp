@@ -17,12 +17,16 @@
 /// or misplaced contribution moves the weights by far more: training stops well before convergence
 /// (4 epochs at lr 0.1), where the trajectory still depends on every gradient.
 ///
+/// `--step-delay-ms N` (default 0) sleeps N ms after each step's all-reduce (not in the one-process
+/// replay), so that a run lasts several seconds without burning CPU: tests kill nodes mid-run.
+///
 /// Output (rank 0): `final_loss=<mean squared error over the data set> max_rel_diff=<...>`; exit
 /// status 0 when within the tolerance, 1 when not (every rank checks), 2 on a usage error.
 ///
 ///   build/bin/ddprun --nproc-per-node 3 build/bin/plain_sgd
 ///   mpirun --allow-run-as-root --oversubscribe -np 2 build/bin/plain_sgd
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -32,6 +36,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "ddprun/identity.hpp"
@@ -49,6 +54,7 @@ struct Settings {
   int epochs = 4;
   double learning_rate = 0.1;
   std::uint64_t seed = 20240601;
+  std::int64_t step_delay_ms = 0;  // a pause after each step's all-reduce, to make a run last
 };
 
 /// y = x . true_weights + true_bias + noise, rows of `features` values.
@@ -165,10 +171,13 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--epochs") settings.epochs = std::stoi(value);
     else if (flag == "--lr") settings.learning_rate = std::stod(value);
     else if (flag == "--seed") settings.seed = std::stoull(value);
+    else if (flag == "--step-delay-ms") settings.step_delay_ms = std::stoll(value);
     else throw std::invalid_argument("unknown flag " + std::string(flag));
   }
-  if (settings.samples <= 0 || settings.features <= 0 || settings.global_batch <= 0 || settings.epochs < 0) {
-    throw std::invalid_argument("--samples, --features and --global-batch must be positive, --epochs >= 0");
+  if (settings.samples <= 0 || settings.features <= 0 || settings.global_batch <= 0 || settings.epochs < 0 ||
+      settings.step_delay_ms < 0) {
+    throw std::invalid_argument(
+        "--samples, --features and --global-batch must be positive, --epochs and --step-delay-ms >= 0");
   }
   return settings;
 }
@@ -195,7 +204,7 @@ int main(int argc, char** argv) {
     check_partition(settings, identity.world_size);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "plain_sgd: %s\nusage: plain_sgd [--samples N] [--features D] [--global-batch B] "
-                         "[--epochs E] [--lr RATE] [--seed S]\n", error.what());
+                         "[--epochs E] [--lr RATE] [--seed S] [--step-delay-ms N]\n", error.what());
     return 2;
   }
   try {
@@ -208,6 +217,7 @@ int main(int argc, char** argv) {
     ddprun::DistributedSampler sampler(settings.samples, group->size(), group->rank(), sampling);
     std::vector<double> weights = train(settings, data, sampler, [&](std::vector<double>& sums) {
       group->all_reduce(ddprun::buffer_of(sums.data(), sums.size()), ddprun::ReduceOp::sum);
+      if (settings.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(settings.step_delay_ms));
     });
 
     ddprun::DistributedSampler one_process(settings.samples, 1, 0, sampling);
