@@ -85,6 +85,8 @@ int Agent::run() {
   kill_remaining_children();
   membership_.reset();  // its threads end before the stores they may be talking to
   if (worker_store_) worker_store_->stop();
+  // The job ended on every node: the others may still be reading that end from our store.
+  if (store_ && linger_store_) store_->wait_until_idle(close_timeout_);
   if (store_) store_->stop();
   if (exit_status_ == kExitSuccess) logs_->remove_if_temporary();
   return exit_status_;
@@ -187,7 +189,7 @@ void Agent::start_attempt() {
 
   // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
   // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
-  if (store_ && restart_count_ > 0) store_->clear();
+  if (store_ && !membership_ && restart_count_ > 0) store_->clear();  // multi-node: a fresh worker store per round
   oom_kills_seen_ = oom_.read_kills();
   group_ = std::make_unique<WorkerGroup>(
       io_, [this](const WorkerExit& exit) { on_worker_exit(exit); }, [this] { on_group_done(); });

@@ -120,6 +120,7 @@ class Agent {
   std::optional<rendezvous::RoundEnd> round_end_;
   int previous_rank_ = -1;
   std::string rendezvous_error_;
+  bool linger_store_ = false;  ///< the job ended: keep hosting the store until the others have left
   std::optional<std::string> store_token_;           ///< DDPRUN_STORE_TOKEN(_FILE), for the workers' stores too
   std::chrono::milliseconds close_timeout_{30000};  ///< rdzv close_timeout: the most leave() waits
   std::optional<boost::asio::steady_timer> close_timer_;

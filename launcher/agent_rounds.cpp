@@ -242,6 +242,7 @@ void Agent::on_group_done_in_round() {
 
 void Agent::after_round() {
   const RoundEnd end = *round_end_;
+  linger_store_ = ends_the_job(end.kind);
   if (end.kind == EndKind::finished) return finish(kExitSuccess);
   if (end.kind == EndKind::fatal) {
     if (end.node == membership_->self().id && !failures_.empty()) {

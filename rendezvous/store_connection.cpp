@@ -157,6 +157,11 @@ void StoreConnection::close() {
   socket_.close(ignored);
   shared_.keys.forget(id_);
   shared_.sessions.erase(id_);
+  if (shared_.sessions.empty() && shared_.on_idle) {
+    auto on_idle = std::move(shared_.on_idle);
+    shared_.on_idle = nullptr;
+    on_idle();
+  }
 }
 
 }  // namespace ddprun::rendezvous

@@ -5,6 +5,7 @@
 /// closes this connection and nothing else.
 #include <boost/asio/ip/tcp.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@ struct ServerShared {
   wire::Limits limits;
   std::optional<std::string> token;
   std::unordered_map<SessionId, std::weak_ptr<StoreConnection>> sessions;
+  /// Called once when the last session closes, then dropped (StoreServer::wait_until_idle).
+  std::function<void()> on_idle;
 };
 
 class StoreConnection : public std::enable_shared_from_this<StoreConnection> {

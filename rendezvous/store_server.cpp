@@ -95,6 +95,21 @@ class StoreServer::Impl {
     });
   }
 
+  bool wait_until_idle(std::chrono::milliseconds timeout) {
+    std::promise<void> idle;
+    auto future = idle.get_future();
+    on_server([&] {
+      if (shared_.sessions.empty()) {
+        idle.set_value();
+      } else {
+        shared_.on_idle = [&idle] { idle.set_value(); };
+      }
+    });
+    bool became_idle = future.wait_for(timeout) == std::future_status::ready;
+    on_server([this] { shared_.on_idle = nullptr; });  // before `idle` goes
+    return became_idle;
+  }
+
   std::size_t connection_count() {
     return on_server([this] { return shared_.sessions.size(); });
   }
@@ -174,6 +189,7 @@ void StoreServer::start() { impl_->start(); }
 void StoreServer::stop() { impl_->stop(); }
 void StoreServer::clear() { impl_->clear(); }
 std::size_t StoreServer::connection_count() const { return impl_->connection_count(); }
+bool StoreServer::wait_until_idle(std::chrono::milliseconds timeout) { return impl_->wait_until_idle(timeout); }
 std::size_t StoreServer::key_count() const { return impl_->key_count(); }
 
 }  // namespace ddprun::rendezvous

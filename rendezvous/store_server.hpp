@@ -1,6 +1,7 @@
 #pragma once
 /// StoreServer: a TCPStore server (both dialects, one key space) on its own thread and io_context,
 /// so that a flood of store clients never delays the agent's own event loop.
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -41,6 +42,10 @@ class StoreServer {
   /// Drops every key, queue and connection: the next attempt's workers start from an empty store.
   /// Blocks until done.
   void clear();
+
+  /// Blocks until no client is connected, or for `timeout`; returns whether none is. For a host
+  /// that should not leave while its clients still read the last thing it told them.
+  bool wait_until_idle(std::chrono::milliseconds timeout);
 
   /// Live connections and keys, for tests and diagnostics (blocks on the server thread).
   std::size_t connection_count() const;
