@@ -57,7 +57,8 @@ NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings
       token_(std::move(token)),
       self_(std::move(self)),
       hosts_store_(hosts_store),
-      events_(std::move(events)) {
+      events_(std::move(events)),
+      store_silence_(io) {
   requests_thread_ = std::thread([this] { run_requests(); });
   watcher_thread_ = std::thread([this] { run_watcher(); });
   keep_alive_thread_ = std::thread([this] { run_keep_alive(); });
@@ -103,6 +104,20 @@ void NodeMembership::fail(const std::string& message) {
     failed_ = true;
   }
   post([this, message] { events_.on_error(message); });
+}
+
+void NodeMembership::store_answered() {
+  store_silence_.expires_after(settings_.read_timeout);
+  store_silence_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
+    if (ec || !*alive) return;
+    std::string last_error;
+    {
+      std::lock_guard lock(mutex_);
+      last_error = last_store_error_;
+    }
+    fail("lost the rendezvous store at " + store_address() + ": no answer for " + seconds_text(settings_.read_timeout) +
+         " (read_timeout)" + (last_error.empty() ? std::string() : "; last error: " + last_error));
+  });
 }
 
 void NodeMembership::submit(Request request) {
@@ -257,7 +272,6 @@ void NodeMembership::run_keep_alive() {
   std::int64_t counter = 0;
   int tracked_round = -1;
   int reported_round = -1;
-  auto last_success = Clock::now();
   for (;;) {
     std::optional<RoundDecision> round;
     {
@@ -265,7 +279,6 @@ void NodeMembership::run_keep_alive() {
       // Idle until the first round forms (join() wrote the first heartbeat); then every interval.
       if (counter == 0) {
         wake_.wait(lock, [this] { return stopping_ || watched_.has_value(); });
-        last_success = Clock::now();
       } else {
         wake_.wait_for(lock, settings_.keep_alive_interval, [this] { return stopping_; });
       }
@@ -283,7 +296,7 @@ void NodeMembership::run_keep_alive() {
         tracked_round = round->round;
       }
       if (!tracker.watched().empty()) tracker.observe(protocol.read_beats(tracker.watched()), Clock::now());
-      last_success = Clock::now();
+      post([this] { store_answered(); });
       auto lost = tracker.lost(Clock::now());
       if (!lost.empty() && reported_round != round->round) {
         reported_round = round->round;
@@ -293,11 +306,10 @@ void NodeMembership::run_keep_alive() {
                                                       seconds_text(settings_.lost_after()) + ")"});
       }
     } catch (const StoreError& error) {
-      // A late or failed beat is a missed one; only a store silent for read_timeout is lost.
-      if (Clock::now() - last_success >= settings_.read_timeout) {
-        return fail("lost the rendezvous store at " + store_address() + ": nothing from it for " +
-                    seconds_text(settings_.read_timeout) + " (read_timeout); last error: " + error.what());
-      }
+      // A late or failed beat is a missed one; only a store silent for read_timeout is lost, which
+      // store_silence_ tells on the agent's loop.
+      std::lock_guard lock(mutex_);
+      last_store_error_ = error.what();
     } catch (const RendezvousError& error) {
       return fail(error.what());
     }

@@ -8,8 +8,10 @@
 ///  - watcher: sleeps in the store's WAIT on the current round's end, and reports it;
 ///  - keep-alive: every keep_alive_interval writes this node's heartbeat and reads the other
 ///    nodes'; a node silent for interval x max_attempt is dropped (its round is ended with `lost`).
-/// A store that cannot be reached for read_timeout is lost: on_error, and the agent stops.
+/// A store that has not answered a heartbeat for read_timeout is lost: a timer on the agent's loop,
+/// re-armed by every answered heartbeat, says so (on_error) however long a failing call blocks.
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -76,6 +78,8 @@ class NodeMembership {
   /// Posts `handler` to the agent's loop unless this object is going away.
   void post(std::function<void()> handler);
   void fail(const std::string& message);
+  /// On the agent's loop: the store answered; lost unless it answers again within read_timeout.
+  void store_answered();
   rendezvous::StoreClientOptions client_options(std::chrono::milliseconds connect_timeout,
                                                 std::chrono::milliseconds timeout) const;
 
@@ -94,6 +98,8 @@ class NodeMembership {
   std::deque<Request> requests_;
   std::optional<rendezvous::RoundDecision> watched_;  ///< the round the watcher and keep-alive follow
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  ///< false once destruction began
+  std::string last_store_error_;                                 ///< for the message when the store is lost
+  boost::asio::steady_timer store_silence_;                      ///< on the agent's loop
 
   /// The clients, so that the destructor can interrupt the calls they are blocked in.
   std::mutex clients_mutex_;
