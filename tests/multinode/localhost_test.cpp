@@ -6,6 +6,9 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <fstream>
+#include <thread>
+
 #include "../support/free_port.hpp"
 #include "harness.hpp"
 #include "multinode_support.hpp"
@@ -317,3 +320,79 @@ TEST(Localhost, MismatchedRunIdsOnOneEndpointAreRefused) {
   host.send(SIGKILL);
   host.wait(10s);
 }
+
+namespace {
+
+/// Is there an IPv6 loopback to listen on? (Containers without IPv6 have none.)
+bool has_ipv6_loopback() {
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in6 address{};
+  address.sin6_family = AF_INET6;
+  address.sin6_addr = in6addr_loopback;
+  bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  ::close(fd);
+  return ok;
+}
+
+TEST(Localhost, Ipv6EndpointFormsTheJobAndWorkersDialIpv6) {
+  if (!has_ipv6_loopback()) GTEST_SKIP() << "no IPv6 loopback on this machine";
+  TempDir dir;
+  std::string worker = env_worker(dir);
+  const int port = free_port();
+  std::vector<std::vector<std::string>> nodes;
+  for (const char* tag : {"a", "b"}) {
+    nodes.push_back({"--nnodes=2", "--rdzv_backend=c10d", "--rdzv_endpoint=[::1]:" + std::to_string(port),
+                     "--rdzv_id=v6", worker, dir.str(), tag});
+  }
+  auto outcomes = run_nodes(nodes);
+  for (const auto& [name, outcome] : outcomes) ASSERT_EQ(outcome.exit_status, 0) << all_output(outcomes);
+  for (const char* tag : {"a", "b"}) {
+    auto env = read_file(dir.path() / (std::string(tag) + "_local0.env"));
+    EXPECT_NE(env.find("MASTER_ADDR=::1\n"), std::string::npos) << env;
+    EXPECT_NE(env.find("WORLD_SIZE=2\n"), std::string::npos) << env;
+  }
+}
+
+TEST(Localhost, OnAStandingStoreANodeArrivingAfterTheJobFinishedIsToldItIsClosed) {
+  // A store that outlives the job (ddprun-store, with is_host=0 on every agent), as a cluster may run.
+  TempDir dir;
+  const int port = free_port();
+  Launch store(Launch::Command{{ddprun_store_binary(), "--host", "127.0.0.1", "--port", std::to_string(port)}});
+  ASSERT_TRUE(eventually([&] { return port_accepts(port); }, 20s));
+  const std::string conf = "is_host=0,join_timeout=30";
+  auto outcomes = run_nodes({concat(c10d_node("2", port, "closed", 1, conf), {"/bin/true"}),
+                             concat(c10d_node("2", port, "closed", 1, conf), {"/bin/true"})});
+  for (const auto& [name, outcome] : outcomes) ASSERT_EQ(outcome.exit_status, 0) << all_output(outcomes);
+
+  Outcome late = run_ddprun(concat(c10d_node("2", port, "closed", 1, conf), {"/bin/true"}));
+  EXPECT_EQ(late.exit_status, 1) << late.err;
+  EXPECT_NE(late.err.find("rendezvous closed: job 'closed' already finished"), std::string::npos) << late.err;
+  EXPECT_EQ(first_unprefixed_line(late.err), "") << late.err;
+  store.send(SIGTERM);
+  store.wait(10s);
+}
+
+TEST(Localhost, ANodeStoppedBySignalLetsTheOthersReformWithoutWaitingForHeartbeats) {
+  TempDir dir;
+  const int port = free_port();
+  // Heartbeats would notice the stopped node only after 10 min: the 'left' end must do it at once.
+  const std::string conf = "keep_alive_interval=200,keep_alive_max_attempt=3,last_call_timeout=0.2,join_timeout=60";
+  std::string worker = write_script(dir, "sleeper",
+                                    "echo $$ > \"" + dir.str() + "/w${WORLD_SIZE}_r$RANK\"\n"
+                                    "if [ \"$WORLD_SIZE\" = 2 ]; then exit 0; fi\nexec sleep 600\n");
+  std::vector<std::unique_ptr<Launch>> nodes;
+  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<Launch>(concat(c10d_node("2:3", port, "left", 1, conf), {worker})));
+  ASSERT_TRUE(files_appear(dir, {"w3_r0", "w3_r1", "w3_r2"}, 60s));
+  nodes[2]->send(SIGTERM);
+  Outcome stopped = nodes[2]->wait(kJobBound);
+  EXPECT_EQ(stopped.exit_status, 128 + SIGTERM) << stopped.err;
+  for (int i = 0; i < 2; ++i) {
+    Outcome outcome = nodes[static_cast<std::size_t>(i)]->wait(60s);
+    EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+    EXPECT_NE(outcome.err.find("left (SIGTERM); stopping the workers to form a new round"), std::string::npos)
+        << outcome.err;
+  }
+}
+
+}  // namespace
