@@ -13,6 +13,9 @@ namespace {
 /// How long the closing node waits for a join slot whose node took it (ADD) but has not written its
 /// record yet: the two are back to back, so only a node that died in between misses this.
 constexpr milliseconds kSlotWriteGrace{2000};
+/// How long the other nodes leave a round that is due to close to its designated closer (the node
+/// that completed it) before closing it themselves: only a closer that died makes them wait.
+constexpr milliseconds kCloserGrace{2000};
 
 std::optional<int> to_int(std::string_view text) {
   int value = 0;
@@ -141,6 +144,7 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
 
   const Carried carried = carried_into(round);
   std::optional<Clock::time_point> last_call_end;
+  std::optional<Clock::time_point> closer_grace_end;
   for (;;) {
     if (auto decision = read_decision(round)) {
       if (decision->group_rank_of(self.id) >= 0 || !decision->error.empty()) return decision;
@@ -150,15 +154,26 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
     if (count >= min) {
       // Close at once when the round is full, or when every node expected back after a membership
       // change is in; else when the last call (counted from when this node saw MIN) is over.
-      bool close_now = count >= max;
-      if (!close_now && !carried.expected_ids.empty() && count >= static_cast<int>(carried.expected_ids.size())) {
+      // One node closes: the one whose join filled the round, or made MIN (it saw the last call
+      // first), or found every expected node back. The others wait for its decision, and close
+      // themselves only when it has not come within kCloserGrace: a round of N nodes then costs one
+      // decision, not N of them (each reading N join records).
+      const bool full = count >= max;
+      bool designated = full && slot == max - 1;
+      bool expected_back = false;
+      if (!full && !carried.expected_ids.empty() && count >= static_cast<int>(carried.expected_ids.size())) {
         auto joined = read_joins(round, count);
-        close_now = std::all_of(carried.expected_ids.begin(), carried.expected_ids.end(), [&](const std::string& id) {
+        expected_back = std::all_of(carried.expected_ids.begin(), carried.expected_ids.end(), [&](const std::string& id) {
           return std::any_of(joined.begin(), joined.end(), [&](const NodeInfo& n) { return n.id == id; });
         });
+        designated = expected_back;
       }
       if (!last_call_end) last_call_end = Clock::now() + settings_.last_call_timeout;
-      if (close_now || Clock::now() >= *last_call_end) {
+      const bool last_call_over = Clock::now() >= *last_call_end;
+      if (last_call_over && !full && !expected_back) designated = slot == min - 1;
+      const bool due = full || expected_back || last_call_over;
+      if (due && !designated && !closer_grace_end) closer_grace_end = Clock::now() + kCloserGrace;
+      if (due && (designated || Clock::now() >= *closer_grace_end)) {
         auto joined = read_joins(round, count);
         if (static_cast<int>(joined.size()) >= min) {
           RoundDecision decision = close(round, count, joined, carried.restart_count);
@@ -174,7 +189,8 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
       if (count < min) {
         store_.wait({keys_.join_slot(round, min - 1)}, left_until(deadline));
       } else {
-        store_.wait({keys_.decision(round)}, left_until(std::min(*last_call_end, deadline)));
+        auto wake = std::min(closer_grace_end ? *closer_grace_end : *last_call_end, deadline);
+        store_.wait({keys_.decision(round)}, left_until(wake));
       }
     } catch (const StoreTimeout&) {
       // A deadline of our own: the loop decides what it means.
