@@ -4,13 +4,17 @@
 #   store     (bench/store_bench.py):     ddprun-store against PyTorch 1.13's TCPStore server
 #   allreduce (bench/allreduce_bench.py): ddprun::runtime's gloo all_reduce against PyTorch's gloo
 #   train     (bench/train_bench.py):     Fashion-MNIST on ddprun::torch against Python DDP
+#   rendezvous (bench/rendezvous_bench.py): ddprun's c10d rendezvous of N local agents against
+#             torchrun-anchor's; and one 1024-agent round in process (build/bin/rendezvous_sim)
 # Usage: scripts/bench.sh [FILTER] [options]
 #   FILTER: substring of a benchmark name; runs every benchmark whose name contains it, e.g.
-#     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo.
+#     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo;
+#     rdzv, rdzv_startup, rdzv_sim.
 #     Empty (or omitted): all of them (about 30 minutes).
-#   options: --store-* go to store_bench.py, --allreduce-* to allreduce_bench.py, the rest to
-#     launcher_bench.py; e.g. `scripts/bench.sh cpu --cpu-sleep 3`,
-#     `scripts/bench.sh store --store-duration 1`. train_bench.py takes its options when run directly.
+#   options: --store-* go to store_bench.py, --allreduce-* to allreduce_bench.py, --rdzv-* to
+#     rendezvous_bench.py, the rest to launcher_bench.py; e.g. `scripts/bench.sh cpu --cpu-sleep 3`,
+#     `scripts/bench.sh store --store-duration 1`, `scripts/bench.sh rdzv_startup --rdzv-nodes 2,8`.
+#     train_bench.py takes its options when run directly.
 # Exits non-zero if a benchmark fails to run (a missed goal is reported, not a failure).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,13 +26,16 @@ fi
 launcher_args=()
 store_args=()
 allreduce_args=()
+rdzv_args=()
 while [[ $# -gt 0 ]]; do
-  # Every --store-/--allreduce- option takes a value, as --opt=value or --opt value.
+  # Every --store-/--allreduce-/--rdzv- option takes a value, as --opt=value or --opt value.
   case "$1" in
     --store-*=*) store_args+=("$1"); shift ;;
     --store-*) store_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
     --allreduce-*=*) allreduce_args+=("$1"); shift ;;
     --allreduce-*) allreduce_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
+    --rdzv-*=*) rdzv_args+=("$1"); shift ;;
+    --rdzv-*) rdzv_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
     *) launcher_args+=("$1"); shift ;;
   esac
 done
@@ -37,12 +44,12 @@ done
 py=/usr/bin/python3
 # --list exits 0 when the filter selects one of the harness's benchmarks.
 selected=()
-for harness in launcher store allreduce train; do
+for harness in launcher store allreduce train rendezvous; do
   if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
 done
 if ((${#selected[@]} == 0)); then
   echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
-  for harness in launcher store allreduce train; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  for harness in launcher store allreduce train rendezvous; do "$py" "bench/${harness}_bench.py" --list >&2; done
   exit 2
 fi
 
@@ -69,6 +76,10 @@ for harness in "${selected[@]}"; do
     train)
       "$py" bench/train_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" \
         --fashion "$build_dir/bin/fashion_mnist" --anchor "$anchor" || status=1 ;;
+    rendezvous)
+      "$py" bench/rendezvous_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" \
+        --anchor "$anchor" --sim "$build_dir/bin/rendezvous_sim" \
+        ${rdzv_args[@]+"${rdzv_args[@]}"} || status=1 ;;
   esac
 done
 exit $status
