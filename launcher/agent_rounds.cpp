@@ -132,7 +132,9 @@ void Agent::start_rendezvous() {
 
 void Agent::accept_probes() {
   probe_acceptor_->async_accept([this](const boost::system::error_code& ec, tcp::socket socket) {
-    if (ec == asio::error::operation_aborted) return;
+    // Any error ends accepting (never a busy loop on EMFILE): the kernel still completes probes'
+    // handshakes into the backlog, which is all a probe needs.
+    if (ec) return;
     boost::system::error_code ignored;
     socket.close(ignored);  // being there was the answer
     accept_probes();

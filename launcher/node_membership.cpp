@@ -2,6 +2,7 @@
 
 #include <boost/asio/post.hpp>
 
+#include "deadline_socket.hpp"  // describe_duration
 #include "peer_probe.hpp"
 #include "rendezvous_error.hpp"
 #include "round_keys.hpp"
@@ -19,12 +20,6 @@ using namespace ddprun::rendezvous;
 /// A WAIT on the round's end is re-armed after this long; the watcher is woken by the store, and
 /// this only bounds how long a silently dead connection could hide (the keep-alive notices first).
 constexpr milliseconds kEndWaitSlice{std::chrono::minutes(10)};
-
-std::string seconds_text(milliseconds duration) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%g s", static_cast<double>(duration.count()) / 1000.0);
-  return text;
-}
 
 /// Registers a client for interrupt() while it lives.
 class ClientRegistration {
@@ -115,7 +110,7 @@ void NodeMembership::store_answered() {
       std::lock_guard lock(mutex_);
       last_error = last_store_error_;
     }
-    fail("lost the rendezvous store at " + store_address() + ": no answer for " + seconds_text(settings_.read_timeout) +
+    fail("lost the rendezvous store at " + store_address() + ": no answer for " + describe_duration(settings_.read_timeout) +
          " (read_timeout)" + (last_error.empty() ? std::string() : "; last error: " + last_error));
   });
 }
@@ -303,7 +298,7 @@ void NodeMembership::run_keep_alive() {
         const NodeInfo& node = round->nodes.at(static_cast<std::size_t>(round->group_rank_of(lost.front())));
         protocol.end_round(round->round, RoundEnd{EndKind::lost, node.id,
                                                   "node " + node.describe() + " stopped heart-beating (nothing for " +
-                                                      seconds_text(settings_.lost_after()) + ")"});
+                                                      describe_duration(settings_.lost_after()) + ")"});
       }
     } catch (const StoreError& error) {
       // A late or failed beat is a missed one; only a store silent for read_timeout is lost, which

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <set>
 
+#include "deadline_socket.hpp"  // describe_duration
+
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
@@ -27,13 +29,6 @@ std::optional<int> to_int(std::string_view text) {
 milliseconds left_until(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
   return std::max(left, milliseconds(1));
-}
-
-std::string seconds_text(milliseconds duration) {
-  std::string text = std::to_string(static_cast<double>(duration.count()) / 1000.0);
-  text.erase(text.find_last_not_of('0') + 1);
-  if (text.back() == '.') text.pop_back();
-  return text + " s";
 }
 
 std::string shape_of(const RendezvousSettings& settings) {
@@ -261,7 +256,7 @@ void RoundProtocol::wait_as_late_node(int round, const NodeInfo& self, Clock::ti
   } catch (const StoreTimeout&) {
     throw RendezvousError("round " + std::to_string(round) + " of job '" + settings_.run_id + "' has all " +
                           std::to_string(settings_.max_nodes) + " nodes it can take and ran for the whole " +
-                          seconds_text(settings_.join_deadline()) + " this node waited for a place");
+                          describe_duration(settings_.join_deadline()) + " this node waited for a place");
   }
 }
 
@@ -322,7 +317,7 @@ void RoundProtocol::throw_join_timeout(int round, int count) {
               std::to_string(settings_.min_nodes) + ":" + std::to_string(settings_.max_nodes) + ")";
   }
   throw RendezvousError("round " + std::to_string(round) + " of job '" + settings_.run_id + "' did not form within " +
-                        seconds_text(settings_.join_deadline()) + ": joined: " + (names.empty() ? "none" : names) +
+                        describe_duration(settings_.join_deadline()) + ": joined: " + (names.empty() ? "none" : names) +
                         "; " + missing);
 }
 

@@ -205,7 +205,7 @@ TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
     FAIL() << "a round of one formed with MIN 3";
   } catch (const RendezvousError& error) {
     std::string message = error.what();
-    EXPECT_NE(message.find("did not form within 0.5 s"), std::string::npos) << message;
+    EXPECT_NE(message.find("did not form within 500 ms"), std::string::npos) << message;
     EXPECT_NE(message.find("host-alone (127.0.0.1)"), std::string::npos) << message;
     EXPECT_NE(message.find("2 more node(s)"), std::string::npos) << message;
   }
