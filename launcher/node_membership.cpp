@@ -204,7 +204,9 @@ void NodeMembership::run_requests() {
     if (hosts_store_) client.set(kHostedRunIdKey, settings_.run_id);
     protocol.check_job();
   } catch (const StoreError& error) {
-    return fail(std::string(error.what()));
+    return fail(std::string(error.what()) + (settings_.is_static
+                                                 ? " (node 0 hosts it at --master-addr:--master-port)"
+                                                 : " (the agent on the --rdzv-endpoint machine hosts it)"));
   } catch (const RendezvousError& error) {
     return fail(error.what());
   }
