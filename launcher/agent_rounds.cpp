@@ -11,6 +11,7 @@
 #include "auth.hpp"
 #include "errors.hpp"
 #include "open_file_limit.hpp"
+#include "round_keys.hpp"
 #include "store_error.hpp"
 
 namespace asio = boost::asio;
@@ -95,7 +96,7 @@ void Agent::start_rendezvous() {
 
   // The store host: node 0 (static); with c10d, is_host, else the machine the endpoint names. Of
   // several agents on that machine, the first to bind the port hosts it, the others are clients.
-  bool hosts = settings.is_static ? config.node_rank == 0 : settings.is_host.value_or(is_this_machine(store.host));
+  const bool hosts = settings.is_static ? config.node_rank == 0 : settings.is_host.value_or(is_this_machine(store.host));
   if (hosts) {
     try {
       PortReservation reservation(io_, wildcard_address_for(store.host), store.port);
@@ -103,12 +104,14 @@ void Agent::start_rendezvous() {
       options.host = wildcard_address_for(store.host);
       options.port = reservation.port();
       options.token = token;
+      // There before anyone can connect: a node of another job is told at its first look.
+      options.initial_keys[kHostedRunIdKey] = settings.run_id;
       store_ = std::make_unique<StoreServer>(options, reservation.take_socket());
       store_->start();
       if (store.port == 0) store.port = reservation.port();
     } catch (const LaunchError&) {
       if (settings.is_static || settings.is_host) throw;
-      hosts = false;  // another agent on this machine hosts it
+      // Another agent on this machine hosts it: this one is a client like any other node.
     }
   }
 
@@ -127,7 +130,7 @@ void Agent::start_rendezvous() {
   events.on_round = [this](const RoundDecision& decision) { on_round(decision); };
   events.on_round_end = [this](int round, const RoundEnd& end) { on_round_end(round, end); };
   events.on_error = [this](const std::string& message) { on_rendezvous_error(message); };
-  membership_ = std::make_unique<NodeMembership>(io_, settings, store, token, self, hosts, std::move(events));
+  membership_ = std::make_unique<NodeMembership>(io_, settings, store, token, self, std::move(events));
 }
 
 void Agent::accept_probes() {

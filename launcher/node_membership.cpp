@@ -45,13 +45,12 @@ class ClientRegistration {
 }  // namespace
 
 NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings, Endpoint store,
-                               std::optional<std::string> token, NodeInfo self, bool hosts_store, Events events)
+                               std::optional<std::string> token, NodeInfo self, Events events)
     : io_(io),
       settings_(std::move(settings)),
       store_(std::move(store)),
       token_(std::move(token)),
       self_(std::move(self)),
-      hosts_store_(hosts_store),
       events_(std::move(events)),
       store_silence_(io) {
   requests_thread_ = std::thread([this] { run_requests(); });
@@ -201,7 +200,6 @@ void NodeMembership::run_requests() {
   RoundProtocol protocol(client, settings_);
   try {
     client.connect();
-    if (hosts_store_) client.set(kHostedRunIdKey, settings_.run_id);
     protocol.check_job();
   } catch (const StoreError& error) {
     return fail(std::string(error.what()) + (settings_.is_static

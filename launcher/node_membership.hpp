@@ -41,7 +41,7 @@ class NodeMembership {
   /// Starts the threads; the requests thread connects to `store` first (retrying for the join
   /// deadline: node 0's store may come up after this node) and checks the job (run id, shape).
   NodeMembership(boost::asio::io_context& io, rendezvous::RendezvousSettings settings, rendezvous::Endpoint store,
-                 std::optional<std::string> token, rendezvous::NodeInfo self, bool hosts_store, Events events);
+                 std::optional<std::string> token, rendezvous::NodeInfo self, Events events);
   /// Interrupts whatever the threads are blocked in, and joins them.
   ~NodeMembership();
   NodeMembership(const NodeMembership&) = delete;
@@ -88,7 +88,6 @@ class NodeMembership {
   const rendezvous::Endpoint store_;
   const std::optional<std::string> token_;
   rendezvous::NodeInfo self_;
-  const bool hosts_store_;
   Events events_;
 
   std::mutex mutex_;

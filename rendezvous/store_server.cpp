@@ -71,6 +71,13 @@ class StoreServer::Impl {
   int port() const { return acceptor_.local_endpoint().port(); }
 
   void start() {
+    for (const auto& [key, value] : options_.initial_keys) {
+      wire::Request request;
+      request.op = wire::Op::set;
+      request.keys = {"/" + key};
+      request.values = {value};
+      shared_.keys.execute(/*session=*/0, request);  // no client yet: nobody to reply to
+    }
     accept();
     thread_ = std::thread([this] { io_.run(); });
   }

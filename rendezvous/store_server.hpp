@@ -3,6 +3,7 @@
 /// so that a flood of store clients never delays the agent's own event loop.
 #include <chrono>
 #include <cstddef>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -17,6 +18,9 @@ struct StoreServerOptions {
   wire::Limits limits;
   std::size_t max_connections = 100000;  ///< further connections are accepted and closed at once
   std::optional<std::string> token;      ///< when set, clients must authenticate first
+  /// Keys set before the first client is served (until clear()), named as clients name them (the
+  /// server holds "/" + key, as PyTorch's clients prefix it): facts a client must never miss.
+  std::map<std::string, std::string> initial_keys;
 };
 
 class StoreServer {

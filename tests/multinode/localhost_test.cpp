@@ -382,7 +382,11 @@ TEST(Localhost, ANodeStoppedBySignalLetsTheOthersReformWithoutWaitingForHeartbea
                                     "echo $$ > \"" + dir.str() + "/w${WORLD_SIZE}_r$RANK\"\n"
                                     "if [ \"$WORLD_SIZE\" = 2 ]; then exit 0; fi\nexec sleep 600\n");
   std::vector<std::unique_ptr<Launch>> nodes;
-  for (int i = 0; i < 3; ++i) nodes.push_back(std::make_unique<Launch>(concat(c10d_node("2:3", port, "left", 1, conf), {worker})));
+  // Node 0 first, so that it hosts the store: the node stopped below must not take the store along.
+  for (int i = 0; i < 3; ++i) {
+    nodes.push_back(std::make_unique<Launch>(concat(c10d_node("2:3", port, "left", 1, conf), {worker})));
+    if (i == 0) ASSERT_TRUE(eventually([&] { return port_accepts(port); }, 30s));
+  }
   ASSERT_TRUE(files_appear(dir, {"w3_r0", "w3_r1", "w3_r2"}, 60s));
   nodes[2]->send(SIGTERM);
   Outcome stopped = nodes[2]->wait(kJobBound);
