@@ -38,19 +38,13 @@ import signal
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
-from bench_common import compilers, machine_header
+from bench_common import BenchError, compilers, run_harness
 
 REPO = Path(__file__).resolve().parent.parent
-BENCHMARKS = ["allreduce"]
 KIB, MIB = 1 << 10, 1 << 20
-
-
-class BenchError(Exception):
-    pass
 
 
 def say(text=""):
@@ -280,6 +274,9 @@ def bench_allreduce(a, tmp):
             json.dump({"world_size": n, "table": table, "memcpy": memcpy, "runs": runs}, f, indent=1)
 
 
+BENCHMARKS = {"allreduce": bench_allreduce}
+
+
 def main():
     env = os.environ.get
     anchor = REPO.parent / "shared/tools/torchrun-anchor"
@@ -326,28 +323,15 @@ def main():
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
 
-    chosen = [name for name in BENCHMARKS if a.filter in name]
-    if a.list or not chosen:
-        print("\n".join(BENCHMARKS))
-        return 0 if chosen else 2
-    if a.allreduce_rounds < 1 or a.allreduce_nproc < 2:
-        p.error("need --allreduce-rounds >= 1 and --allreduce-nproc >= 2")
-    tools = [a.allreduce_ddprun, a.allreduce_worker, a.allreduce_memcpy, a.allreduce_python]
-    if a.allreduce_torch_launcher == "anchor":
-        tools.append(a.allreduce_anchor)
-    for tool in tools:
-        if not os.access(tool, os.X_OK):
-            print(f"bench: {tool} is not executable (build it: scripts/build.sh)", file=sys.stderr)
-            return 2
-    machine_header()
-    with tempfile.TemporaryDirectory(prefix="ddprun-allreduce-bench-") as tmp:
-        try:
-            bench_allreduce(a, tmp)
-        except BenchError as e:
-            print(f"allreduce  FAILED: {e}", flush=True)
-            return 1
-    return 0
+    def tools_for(chosen):
+        if a.allreduce_rounds < 1 or a.allreduce_nproc < 2:
+            p.error("need --allreduce-rounds >= 1 and --allreduce-nproc >= 2")
+        tools = [a.allreduce_ddprun, a.allreduce_worker, a.allreduce_memcpy, a.allreduce_python]
+        if a.allreduce_torch_launcher == "anchor":
+            tools.append(a.allreduce_anchor)
+        return tools
 
+    return run_harness(BENCHMARKS, a, tools_for, tmp_prefix="ddprun-allreduce-bench-")
 
 if __name__ == "__main__":
     sys.exit(main())

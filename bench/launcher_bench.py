@@ -19,14 +19,10 @@ import threading
 import time
 from pathlib import Path
 
-from bench_common import machine_header
+from bench_common import BenchError, run_harness
 
 REPO = Path(__file__).resolve().parent.parent
 NPROC = 8  # workers per launch, in every benchmark
-
-
-class BenchError(Exception):
-    pass
 
 
 # ---------------------------------------------------------------------------- running launchers
@@ -298,24 +294,7 @@ def main():
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
 
-    chosen = [n for n in BENCHMARKS if a.filter in n]
-    if a.list or not chosen:
-        print("\n".join(BENCHMARKS))
-        return 0 if chosen else 2
-    for tool in (a.ddprun, a.anchor):
-        if not os.access(tool, os.X_OK):
-            print(f"bench: {tool} is not executable", file=sys.stderr)
-            return 2
-    machine_header()
-    failed = 0
-    for name in chosen:
-        try:
-            BENCHMARKS[name](a)
-        except BenchError as e:
-            print(f"{name}  FAILED: {e}", flush=True)
-            failed += 1
-    return 1 if failed else 0
-
+    return run_harness(BENCHMARKS, a, lambda chosen: (a.ddprun, a.anchor))
 
 if __name__ == "__main__":
     sys.exit(main())

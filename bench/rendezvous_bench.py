@@ -53,7 +53,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_common import machine_header
+from bench_common import BenchError, run_harness
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_GOAL_NODES, STARTUP_GOAL_RATIO = 8, 20.0
@@ -110,10 +110,6 @@ WORKER = """#!/bin/sh
 # A worker of rendezvous_bench.py: says it runs (one line, one write: atomic on a FIFO), exits 0.
 printf '%s %s\\n' "$RANK" "$WORLD_SIZE" > "$RDZV_BENCH_FIFO"
 """
-
-
-class BenchError(Exception):
-    pass
 
 
 class TimedOut(Exception):
@@ -552,33 +548,18 @@ def main():
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
 
-    chosen = [n for n in BENCHMARKS if a.filter in n]
-    if a.list or not chosen:
-        print("\n".join(BENCHMARKS))
-        return 0 if chosen else 2
-    tools = []
-    if "rdzv_startup" in chosen:
-        if a.rdzv_only != "anchor":
-            tools.append(a.rdzv_ddprun)
-        if a.rdzv_only != "ddprun" and a.rdzv_anchor_max_nodes >= min(a.rdzv_nodes, default=0):
-            tools.append(a.rdzv_anchor)
-    if "rdzv_sim_1024" in chosen:
-        tools.append(a.rdzv_sim)
-    for tool in tools:
-        if not os.access(tool, os.X_OK):
-            print(f"bench: {tool} is not executable (build it: scripts/build.sh)", file=sys.stderr)
-            return 2
-    machine_header()
-    failed = 0
-    with tempfile.TemporaryDirectory(prefix="ddprun-rdzv-bench-") as tmp:
-        for name in chosen:
-            try:
-                BENCHMARKS[name](a, tmp)
-            except BenchError as e:
-                print(f"{name}  FAILED: {e}", flush=True)
-                failed += 1
-    return 1 if failed else 0
+    def tools_for(chosen):
+        tools = []
+        if "rdzv_startup" in chosen:
+            if a.rdzv_only != "anchor":
+                tools.append(a.rdzv_ddprun)
+            if a.rdzv_only != "ddprun" and a.rdzv_anchor_max_nodes >= min(a.rdzv_nodes, default=0):
+                tools.append(a.rdzv_anchor)
+        if "rdzv_sim_1024" in chosen:
+            tools.append(a.rdzv_sim)
+        return tools
 
+    return run_harness(BENCHMARKS, a, tools_for, tmp_prefix="ddprun-rdzv-bench-")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import machine_header
+from bench_common import BenchError, run_harness
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -47,10 +47,6 @@ print(f"pytorch {torch.__version__} TCPStore serving on 127.0.0.1:{store.port}",
 while True:
     signal.pause()  # SIGTERM ends the process
 """
-
-
-class BenchError(Exception):
-    pass
 
 
 # ---------------------------------------------------------------------------- servers
@@ -375,25 +371,8 @@ def main():
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
 
-    chosen = [n for n in BENCHMARKS if a.filter in n]
-    if a.list or not chosen:
-        print("\n".join(BENCHMARKS))
-        return 0 if chosen else 2
-    for tool in (a.store_server, a.store_load, a.store_python):
-        if not os.access(tool, os.X_OK):
-            print(f"bench: {tool} is not executable (build it: scripts/build.sh)", file=sys.stderr)
-            return 2
-    machine_header()
-    failed = 0
-    with tempfile.TemporaryDirectory(prefix="ddprun-store-bench-") as tmp:
-        for name in chosen:
-            try:
-                BENCHMARKS[name](a, tmp)
-            except BenchError as e:
-                print(f"{name}  FAILED: {e}", flush=True)
-                failed += 1
-    return 1 if failed else 0
-
+    return run_harness(BENCHMARKS, a, lambda chosen: (a.store_server, a.store_load, a.store_python),
+                       tmp_prefix="ddprun-store-bench-")
 
 if __name__ == "__main__":
     sys.exit(main())

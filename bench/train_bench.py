@@ -31,12 +31,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench_common import BenchError
+
 REPO = Path(__file__).resolve().parent.parent
 NAMES = ["train_throughput", "train_batch_sweep", "train_scaling", "train_overlap", "train_demo"]
-
-
-class BenchError(Exception):
-    pass
 
 
 def run_job(cmd, timeout_s, env=None, retries=1):
