@@ -21,6 +21,22 @@ inline std::string plain_sgd_binary() { return PLAIN_SGD_BINARY; }
 /// plain_sgd's data shape for every world size these tests use (2, 3, 4, 6, 8, 12, 24 divide 24).
 inline std::vector<std::string> plain_sgd_args() { return {"--samples", "2400", "--global-batch", "24"}; }
 
+/// What is missing from `out` for it to show a plain_sgd job of `world` workers that trained and
+/// checked its result: rank 0's "plain_sgd: rank 0 of <world>," and "plain_sgd: OK". Empty when
+/// nothing is.
+inline std::string plain_sgd_missing(const std::string& out, int world) {
+  std::string missing;
+  std::string rank0 = "plain_sgd: rank 0 of ";
+  rank0 += std::to_string(world);
+  rank0 += ',';
+  for (const std::string& line : {rank0, std::string("plain_sgd: OK")}) {
+    if (out.find(line) != std::string::npos) continue;
+    if (!missing.empty()) missing += "; ";
+    missing += "no \"" + line + "\"";
+  }
+  return missing;
+}
+
 /// Writes an executable /bin/sh script `name` (no .py: ddprun execs it directly) into `dir`.
 inline std::string write_script(const TempDir& dir, const std::string& name, const std::string& body) {
   auto path = dir.path() / name;
