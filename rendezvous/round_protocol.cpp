@@ -147,19 +147,23 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
     }
     const int count = std::min(static_cast<int>(store_.add(keys_.join_count(round), 0)), max);
     if (count >= min) {
-      // Close at once when the round is full, or when every node expected back after a membership
-      // change is in; else when the last call (counted from when this node saw MIN) is over.
-      // One node closes: the one whose join filled the round, or made MIN (it saw the last call
-      // first), or found every expected node back. The others wait for its decision, and close
+      // The round is due at once when it is full, or when every node expected back after a
+      // membership change is in; else when the last call (counted from when this node saw MIN) is
+      // over. One node closes it: the one whose join filled the round, or made MIN (it saw the last
+      // call first), or found every expected node back. The others wait for its decision, and close
       // themselves only when it has not come within kCloserGrace: a round of N nodes then costs one
       // decision, not N of them (each reading N join records).
+      std::optional<std::vector<NodeInfo>> joined;  // the join records, read at most once per look
+      auto joins = [&]() -> const std::vector<NodeInfo>& {
+        if (!joined) joined = read_joins(round, count);
+        return *joined;
+      };
       const bool full = count >= max;
       bool designated = full && slot == max - 1;
       bool expected_back = false;
       if (!full && !carried.expected_ids.empty() && count >= static_cast<int>(carried.expected_ids.size())) {
-        auto joined = read_joins(round, count);
         expected_back = std::all_of(carried.expected_ids.begin(), carried.expected_ids.end(), [&](const std::string& id) {
-          return std::any_of(joined.begin(), joined.end(), [&](const NodeInfo& n) { return n.id == id; });
+          return std::any_of(joins().begin(), joins().end(), [&](const NodeInfo& n) { return n.id == id; });
         });
         designated = expected_back;
       }
@@ -169,9 +173,8 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
       const bool due = full || expected_back || last_call_over;
       if (due && !designated && !closer_grace_end) closer_grace_end = Clock::now() + kCloserGrace;
       if (due && (designated || Clock::now() >= *closer_grace_end)) {
-        auto joined = read_joins(round, count);
-        if (static_cast<int>(joined.size()) >= min) {
-          RoundDecision decision = close(round, count, joined, carried.restart_count);
+        if (static_cast<int>(joins().size()) >= min) {
+          RoundDecision decision = close(round, count, joins(), carried.restart_count);
           if (decision.group_rank_of(self.id) >= 0 || !decision.error.empty()) return decision;
           return std::nullopt;
         }
