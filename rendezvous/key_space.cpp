@@ -1,11 +1,23 @@
 #include "key_space.hpp"
 
 #include <charconv>
+#include <cstdint>
 
 namespace ddprun::rendezvous {
 namespace {
 
 using wire::Op;
+
+constexpr std::size_t kLengthBytes = 8;  ///< the u64 before every bytes field of a reply
+
+/// a + b, or SIZE_MAX when that overflows.
+std::size_t saturating_add(std::size_t a, std::size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+
+/// The one byte that ends every completed WAIT, shared by all the wake-ups of one SET.
+const std::shared_ptr<const std::string>& stop_waiting() {
+  static const auto stop = std::make_shared<const std::string>(1, static_cast<char>(wire::kStopWaiting));
+  return stop;
+}
 
 /// ADD counters are ASCII decimal, as PyTorch stores them.
 bool parse_counter(const std::string& text, std::int64_t& value) {
@@ -30,9 +42,7 @@ bool KeySpace::count_for(const Registration& registration, Outcome& outcome) {
   live_registrations_ -= 1;
   if (--wait->second.missing > 0) return false;
   wait->second.active = false;
-  std::string stop;
-  wire::put_u8(stop, wire::kStopWaiting);
-  outcome.deliveries.push_back({registration.session, std::move(stop)});
+  outcome.deliveries.push_back({registration.session, stop_waiting()});
   return true;
 }
 
@@ -68,10 +78,44 @@ void KeySpace::key_changed(const std::string& key, const std::string* old_value,
                    outcome);
 }
 
-void KeySpace::push_to_watchers(const std::string& key, const std::string& push, Outcome& outcome) {
+void KeySpace::push_to_watchers(const std::string& key, std::string push, Outcome& outcome) {
   auto it = watchers_.find(key);
   if (it == watchers_.end()) return;
-  for (SessionId watcher : it->second) outcome.deliveries.push_back({watcher, push});
+  auto shared = std::make_shared<const std::string>(std::move(push));
+  for (SessionId watcher : it->second) outcome.deliveries.push_back({watcher, shared});
+}
+
+void KeySpace::handle_watch(SessionId session, const std::string& key, Outcome& outcome) {
+  auto& watched = watched_by_[session];
+  auto& sessions = watchers_[key];
+  if (!sessions.contains(session)) {  // watching a key again costs nothing more
+    if (watched.size() >= kMaxWatchedKeys) {
+      if (sessions.empty()) watchers_.erase(key);
+      outcome.error = "WATCH_KEY of a key past the " + std::to_string(kMaxWatchedKeys) + " one connection may watch";
+      return;
+    }
+    sessions.insert(session);
+    watched.push_back(key);
+  }
+  wire::put_u8(outcome.reply, wire::kWatchRegistered);
+}
+
+void KeySpace::handle_append(const std::string& key, const std::string& tail, Outcome& outcome) {
+  auto it = data_.find(key);
+  const std::size_t before = it == data_.end() ? 0 : it->second.size();
+  if (tail.size() > max_value_bytes_ || before > max_value_bytes_ - tail.size()) {
+    outcome.error = "APPEND of " + std::to_string(tail.size()) + " bytes to a value of " + std::to_string(before) +
+                    " would pass max_value_bytes (" + std::to_string(max_value_bytes_) + ")";
+    return;
+  }
+  const bool created = it == data_.end();
+  if (created) it = data_.emplace(key, std::string()).first;
+  it->second.append(tail);
+  // PyTorch 2.0's push for APPEND carries only the appended bytes.
+  if (watchers_.contains(key)) {
+    push_to_watchers(key, wire::encode_watch_push(wire::kWatchKeyAppended, key, {}, tail), outcome);
+  }
+  if (created) key_appeared(key, outcome);
 }
 
 void KeySpace::handle_wait(SessionId session, const wire::Request& request, Outcome& outcome) {
@@ -206,19 +250,12 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
       wire::put_i64(outcome.reply, deleted);
       break;
     }
-    case Op::append: {
-      auto [it, created] = data_.try_emplace(*key);
-      it->second.append(request.values.at(0));
-      // PyTorch 2.0's push for APPEND carries only the appended bytes.
-      if (watchers_.contains(*key)) {
-        push_to_watchers(*key, wire::encode_watch_push(wire::kWatchKeyAppended, *key, {}, request.values.at(0)),
-                         outcome);
-      }
-      if (created) key_appeared(*key, outcome);
+    case Op::append:
+      handle_append(*key, request.values.at(0), outcome);
       break;
-    }
     case Op::multi_get: {
       std::string reply;
+      reply.reserve(reply_bytes(request));  // admitted by the connection's budget before this
       for (const auto& k : request.keys) {
         auto it = data_.find(k);
         if (it == data_.end()) {
@@ -260,14 +297,62 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
       wire::put_i64(outcome.reply, it == queues_.end() ? 0 : static_cast<std::int64_t>(it->second.size()));
       break;
     }
-    case Op::watch_key: {
-      watchers_[*key].insert(session);
-      watched_by_[session].push_back(*key);
-      wire::put_u8(outcome.reply, wire::kWatchRegistered);
+    case Op::watch_key:
+      handle_watch(session, *key, outcome);
       break;
-    }
   }
   return outcome;
+}
+
+std::size_t KeySpace::reply_bytes(const wire::Request& request) const {
+  const std::string* key = request.keys.empty() ? nullptr : &request.keys.front();
+  auto bytes_field = [](const std::string& value) { return saturating_add(kLengthBytes, value.size()); };
+  switch (request.op) {
+    case Op::validate:
+    case Op::auth_challenge:
+    case Op::auth_response:
+    case Op::set:
+    case Op::append:
+    case Op::multi_set:
+    case Op::queue_push:
+      return 0;
+    case Op::ping:
+      return 4;
+    case Op::add:
+    case Op::num_keys:
+    case Op::delete_key:
+    case Op::queue_len:
+      return 8;
+    case Op::check:
+    case Op::wait:
+    case Op::cancel_wait:
+    case Op::watch_key:
+      return 1;
+    case Op::get: {
+      auto it = data_.find(*key);
+      return it == data_.end() ? 0 : bytes_field(it->second);
+    }
+    case Op::compare_set: {
+      const std::string& expected = request.values.at(0);
+      const std::string& desired = request.values.at(1);
+      auto it = data_.find(*key);
+      if (it == data_.end()) return bytes_field(expected.empty() ? desired : expected);
+      return bytes_field(it->second == expected ? desired : it->second);
+    }
+    case Op::multi_get: {
+      std::size_t total = 0;
+      for (const auto& k : request.keys) {
+        auto it = data_.find(k);
+        if (it != data_.end()) total = saturating_add(total, bytes_field(it->second));
+      }
+      return total;
+    }
+    case Op::queue_pop: {
+      auto it = queues_.find(*key);
+      return it == queues_.end() || it->second.empty() ? 8 : saturating_add(8, bytes_field(it->second.front()));
+    }
+  }
+  return 0;
 }
 
 void KeySpace::forget(SessionId session) {

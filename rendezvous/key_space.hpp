@@ -2,8 +2,13 @@
 /// KeySpace: the store's state and the meaning of every request, without sockets. A request from
 /// one session yields its reply, and the bytes other sessions are owed (WAIT wake-ups, legacy
 /// WATCH_KEY pushes). The server runs it on one thread; tests drive it directly.
+///
+/// What a session can make it hold besides the keys, values and queue items it stores: the keys of
+/// its one live WAIT (a second WAIT abandons the first; abandoned registrations are swept once they
+/// outnumber both 4096 and the live ones), and at most kMaxWatchedKeys WATCH_KEY registrations.
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -17,9 +22,19 @@ using SessionId = std::uint64_t;
 
 class KeySpace {
  public:
+  /// Distinct keys one session may watch (legacy WATCH_KEY); one more is a protocol violation.
+  /// Each costs two copies of its key: at most 16 MiB a session under the default key limit.
+  static constexpr std::size_t kMaxWatchedKeys = 1024;
+
+  /// `limits.max_value_bytes` bounds what APPEND may grow a value to; the other limits are the
+  /// decoder's business.
+  explicit KeySpace(const wire::Limits& limits = {}) : max_value_bytes_(limits.max_value_bytes) {}
+
   struct Delivery {
     SessionId session;
-    std::string bytes;
+    /// Shared: one WATCH_KEY push goes to every watcher of its key without a copy each, so that
+    /// each receiver can check it against its own budget before it costs anything.
+    std::shared_ptr<const std::string> bytes;
   };
   struct Outcome {
     std::string reply;                ///< to the requesting session (may be empty: SET has none)
@@ -29,6 +44,12 @@ class KeySpace {
 
   /// Executes `request` from `session`. Dialect-independent: the caller decoded it.
   Outcome execute(SessionId session, const wire::Request& request);
+
+  /// The size of `Outcome::reply` that execute(request) would give now, without building it: the
+  /// server checks it against the connection's budget first. A WAIT counts its one byte whether it
+  /// is answered now or later; a request that execute refuses counts what it would have replied.
+  /// Deliveries are not counted (each receiver checks its own). Saturates at SIZE_MAX.
+  std::size_t reply_bytes(const wire::Request& request) const;
 
   /// The session's connection is gone: drop its waits and watches.
   void forget(SessionId session);
@@ -59,13 +80,16 @@ class KeySpace {
   /// The legacy WATCH_KEY callbacks of `key`, if anyone watches it.
   void key_changed(const std::string& key, const std::string* old_value, const std::string* new_value,
                    Outcome& outcome);
-  void push_to_watchers(const std::string& key, const std::string& push, Outcome& outcome);
+  void push_to_watchers(const std::string& key, std::string push, Outcome& outcome);
+  void handle_watch(SessionId session, const std::string& key, Outcome& outcome);
+  void handle_append(const std::string& key, const std::string& tail, Outcome& outcome);
 
   void handle_wait(SessionId session, const wire::Request& request, Outcome& outcome);
   /// A wait ended without its keys (cancelled, or its session gone): its registrations went stale.
   void abandon_wait(PendingWait& wait);
   void handle_cancel_wait(SessionId session, Outcome& outcome);
 
+  std::size_t max_value_bytes_;
   std::unordered_map<std::string, std::string> data_;
   std::unordered_map<std::string, std::deque<std::string>> queues_;
   std::unordered_map<std::string, std::vector<Registration>> waiters_;

@@ -37,8 +37,8 @@ tcp::endpoint endpoint_for(asio::io_context& io, const std::string& host, int po
 
 class StoreServer::Impl {
  public:
-  explicit Impl(StoreServerOptions options) : options_(std::move(options)), acceptor_(io_) {
-    shared_.limits = options_.limits;
+  explicit Impl(StoreServerOptions options)
+      : options_(std::move(options)), acceptor_(io_), shared_(options_.limits) {
     shared_.token = options_.token;
   }
 
