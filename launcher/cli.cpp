@@ -192,6 +192,10 @@ void fill_membership(LaunchConfig& config, const Settings& settings) {
     }
     if (auto raw = settings.get("rdzv-id")) {
       require_non_empty(raw->value, raw->label);
+      // The run id names the job's folder under --log-dir: it must not climb out of it.
+      if (raw->value == "." || raw->value == ".." || raw->value.find('/') != std::string::npos) {
+        reject(*raw, "is not a run id: it names the job's log folder, so it cannot be \".\", \"..\" or hold \"/\"");
+      }
       config.rdzv_id = raw->value;
     }
   }

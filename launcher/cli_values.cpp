@@ -166,6 +166,10 @@ std::vector<int> parse_signals(std::string_view text, std::string_view flag) {
     if (*signo == SIGKILL || *signo == SIGSTOP) {
       reject_value(text, flag, "names " + signal_name(*signo) + ", which no process can handle");
     }
+    if (*signo == SIGCHLD) {
+      // Every worker exit raises it: stopping on it would turn each success into a failure.
+      reject_value(text, flag, "names SIGCHLD, which ddprun uses to learn of worker exits");
+    }
     if (std::find(signals.begin(), signals.end(), *signo) == signals.end()) signals.push_back(*signo);
   }
   return signals;
