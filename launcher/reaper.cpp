@@ -1,5 +1,7 @@
 #include "reaper.hpp"
 
+#include "safe_kill.hpp"
+
 #include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -69,7 +71,7 @@ int kill_remaining_children(int max_rounds) {
     auto children = children_of(::getpid());
     if (children.empty()) break;
     for (pid_t pid : children) {
-      if (::kill(pid, SIGKILL) == 0) ++killed;
+      if (signal_process(pid, SIGKILL)) ++killed;
     }
     for (pid_t pid : children) {
       while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
