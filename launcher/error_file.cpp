@@ -1,10 +1,16 @@
 #include "error_file.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <charconv>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+
+#include "unique_fd.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -64,15 +70,24 @@ std::optional<ErrorFileContent> parse_error_file(std::string_view json_text) {
 }
 
 std::optional<ErrorFileContent> read_error_file(const std::filesystem::path& path) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return std::nullopt;
+  // Non-blocking, and regular files only: a FIFO or a device at the path (a worker may put anything
+  // there) must neither block the agent's loop in open() or read() nor feed it without end.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) return std::nullopt;
+  UniqueFd file(fd);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) return std::nullopt;
+  if (static_cast<std::uint64_t>(info.st_size) > kMaxErrorFileBytes) return std::nullopt;
   std::string text;
   char buffer[64 * 1024];
-  while (file.read(buffer, sizeof buffer) || file.gcount() > 0) {
-    text.append(buffer, static_cast<std::size_t>(file.gcount()));
+  while (true) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return std::nullopt;
+    if (n == 0) break;
+    text.append(buffer, static_cast<std::size_t>(n));
     if (text.size() > kMaxErrorFileBytes) return std::nullopt;
   }
-  if (file.bad()) return std::nullopt;
   return parse_error_file(text);
 }
 

@@ -27,8 +27,8 @@ std::optional<ErrorFileContent> parse_error_file(std::string_view json_text);
 /// A file larger than this is not read: a runaway worker must not make the agent allocate without bound.
 inline constexpr std::size_t kMaxErrorFileBytes = 16 * 1024 * 1024;
 
-/// Reads and parses the file; nothing when it does not exist, cannot be read, is larger than
-/// kMaxErrorFileBytes or cannot be parsed.
+/// Reads and parses the file without ever blocking; nothing when it does not exist, is not a regular
+/// file (a FIFO, a device), cannot be read, is larger than kMaxErrorFileBytes or cannot be parsed.
 std::optional<ErrorFileContent> read_error_file(const std::filesystem::path& path);
 
 }  // namespace ddprun::launcher

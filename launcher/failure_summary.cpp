@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "signal_names.hpp"
+#include "terminal_safe.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -19,6 +20,9 @@ constexpr std::string_view kNotAvailable = "<N/A>";
 constexpr std::string_view kTracebackLink =
     "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html";
 constexpr std::string_view kOomKilled = "killed by the kernel's OOM killer";
+/// What the summary shows of one failure's traceback: its end, where the exception is.
+constexpr std::size_t kMaxTracebackLines = 100;
+constexpr std::size_t kMaxTracebackBytes = 16 * 1024;
 
 std::int64_t failure_time_s(const WorkerFailure& failure) {
   if (failure.error && failure.error->timestamp_s) return *failure.error->timestamp_s;
@@ -83,7 +87,12 @@ std::string traceback_text(const WorkerFailure& failure) {
     parts.push_back("(last lines of stderr)\n  " + indent_continuation(tail, "  "));
   }
   if (parts.empty()) return std::string(kTracebackLink);
-  return fmt::format("{}", fmt::join(parts, "\n"));
+  // Worker-written text: bounded, and unable to drive the terminal. The file keeps all of it.
+  Excerpt excerpt = last_lines(fmt::format("{}", fmt::join(parts, "\n")), kMaxTracebackLines, kMaxTracebackBytes);
+  std::string text = terminal_safe(excerpt.text);
+  if (excerpt.omitted == 0) return text;
+  std::string where = failure.error ? "; all of it is in " + terminal_safe(failure.error_file) : std::string();
+  return fmt::format("({} earlier lines not shown{})\n{}", excerpt.omitted, where, text);
 }
 
 std::string format_failure(const WorkerFailure& failure) {
@@ -130,7 +139,7 @@ std::string format_failure_summary(const std::string& program, const std::vector
   for (auto it = failures.begin(); it != failures.end(); ++it) {
     if (it != root) others.push_back(&*it);
   }
-  std::stable_sort(others.begin(), others.end(), [](auto* a, auto* b) { return a->rank < b->rank; });
+  std::stable_sort(others.begin(), others.end(), [&](auto* a, auto* b) { return earlier(*a, *b); });
 
   std::size_t width = characters(title);
   std::string root_text = root == failures.end() ? "  " + std::string(kNotAvailable) : format_failure(*root);

@@ -31,7 +31,7 @@ struct WorkerFailure {
 ///     <program> FAILED
 ///     ----------------------------------------------------
 ///     Failures:
-///     [<rank>]: ...                (the others, by rank; or "  <NO_OTHER_FAILURES>")
+///     [<rank>]: ...                (the others, by time; or "  <NO_OTHER_FAILURES>")
 ///     ----------------------------------------------------
 ///     Root Cause (first observed failure):
 ///     [<rank>]:
@@ -51,7 +51,9 @@ struct WorkerFailure {
 /// error file, "Signal N (SIGNAME) received by PID P" for a signal death, then the last lines of
 /// stderr under "(last lines of stderr)"; torchrun's documentation link only when there is nothing
 /// else to say. An OOM kill is said on the signal line (": killed by the kernel's OOM killer") or on
-/// a line of its own. With no failures, the root cause reads "  <N/A>".
+/// a line of its own. With no failures, the root cause reads "  <N/A>". Worker-written text is shown
+/// terminal-safe (control characters in caret notation) and bounded to its last 100 lines and
+/// 16 KiB, with a line saying how many were left out and where the whole text is.
 std::string format_failure_summary(const std::string& program, const std::vector<WorkerFailure>& failures);
 
 }  // namespace ddprun::launcher

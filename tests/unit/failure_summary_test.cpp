@@ -127,23 +127,17 @@ TEST_F(FailureSummary, ErrorFileTracebackIsIndentedAsTorchrunDoes) {
             "==================================================\n");
 }
 
-TEST_F(FailureSummary, RootCauseIsTheEarliestErrorFileTimestampOthersListedByRank) {
+TEST_F(FailureSummary, RootCauseIsTheEarliestErrorFileTimestampOthersListedByTime) {
   auto sigterm = failure(0, -15, 100, at(kT0 + 3));
   auto flat = failure(1, 1, 101, at(kT0 + 4));
   flat.error = ErrorFileContent{"flat failure", "", kT0 + 1};
   auto sigkill = failure(2, -9, 102, at(kT0 + 2));
+  // Listed by time, as they happened: rank 2 (t+2) before rank 0 (t+3).
   EXPECT_EQ(format_failure_summary("train.py", {sigkill, flat, sigterm}),
             "=====================================================\n"
             "train.py FAILED\n"
             "-----------------------------------------------------\n"
             "Failures:\n"
-            "[0]:\n"
-            "  time      : 2023-11-14_22:13:23\n"
-            "  host      : node0.example.com\n"
-            "  rank      : 0 (local_rank: 0)\n"
-            "  exitcode  : -15 (pid: 100)\n"
-            "  error_file: <N/A>\n"
-            "  traceback : Signal 15 (SIGTERM) received by PID 100\n"
             "[2]:\n"
             "  time      : 2023-11-14_22:13:22\n"
             "  host      : node0.example.com\n"
@@ -151,6 +145,13 @@ TEST_F(FailureSummary, RootCauseIsTheEarliestErrorFileTimestampOthersListedByRan
             "  exitcode  : -9 (pid: 102)\n"
             "  error_file: <N/A>\n"
             "  traceback : Signal 9 (SIGKILL) received by PID 102\n"
+            "[0]:\n"
+            "  time      : 2023-11-14_22:13:23\n"
+            "  host      : node0.example.com\n"
+            "  rank      : 0 (local_rank: 0)\n"
+            "  exitcode  : -15 (pid: 100)\n"
+            "  error_file: <N/A>\n"
+            "  traceback : Signal 15 (SIGTERM) received by PID 100\n"
             "-----------------------------------------------------\n"
             "Root Cause (first observed failure):\n"
             "[1]:\n"
@@ -295,6 +296,22 @@ TEST_F(FailureSummary, NoFailures) {
             "Root Cause (first observed failure):\n"
             "  <N/A>\n"
             "========\n");
+}
+
+TEST_F(FailureSummary, WorkerTextCannotDriveTheTerminalAndIsBounded) {
+  auto f = failure(0, 1, 100, at(kT0));
+  std::string traceback = "Traceback (most recent call last):\n";
+  for (int i = 0; i < 200000; ++i) traceback += "  File \"x.py\", line " + std::to_string(i) + "\n";
+  traceback += "\x1b]0;owned\x07\x1b[2JRuntimeError: boom";
+  f.error = ErrorFileContent{"RuntimeError: boom", traceback, kT0};
+  std::string summary = format_failure_summary("p", {f});
+  EXPECT_EQ(summary.find('\x1b'), std::string::npos);
+  EXPECT_EQ(summary.find('\x07'), std::string::npos);
+  EXPECT_NE(summary.find("^[]0;owned^G^[[2JRuntimeError: boom"), std::string::npos);
+  EXPECT_LT(summary.size(), 20u * 1024u);
+  EXPECT_NE(summary.find("earlier lines not shown; all of it is in /tmp/logs/run/attempt_0/0/error.json"),
+            std::string::npos)
+      << summary.substr(0, 2000);
 }
 
 }  // namespace
