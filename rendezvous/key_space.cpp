@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cstdint>
+#include <utility>
 
 namespace ddprun::rendezvous {
 namespace {
@@ -171,8 +172,7 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
       break;
     case Op::set: {
       auto [it, created] = data_.try_emplace(*key);
-      std::string old = created ? std::string() : it->second;
-      it->second = request.values.at(0);
+      std::string old = std::exchange(it->second, request.values.at(0));  // moved out, not copied
       key_changed(*key, created ? nullptr : &old, &it->second, outcome);
       key_appeared(*key, outcome);
       break;
@@ -190,8 +190,7 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
         key_changed(*key, nullptr, &it->second, outcome);
         key_appeared(*key, outcome);
       } else if (it->second == expected) {
-        std::string old = it->second;
-        it->second = desired;
+        std::string old = std::exchange(it->second, desired);
         key_changed(*key, &old, &it->second, outcome);
       }
       wire::put_bytes(outcome.reply, it->second);
@@ -270,8 +269,7 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
     case Op::multi_set:
       for (std::size_t i = 0; i < request.keys.size(); ++i) {
         auto [it, created] = data_.try_emplace(request.keys[i]);
-        std::string old = created ? std::string() : it->second;
-        it->second = request.values.at(i);
+        std::string old = std::exchange(it->second, request.values.at(i));
         key_changed(request.keys[i], created ? nullptr : &old, &it->second, outcome);
         key_appeared(request.keys[i], outcome);
       }

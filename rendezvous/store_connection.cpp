@@ -50,6 +50,12 @@ void StoreConnection::on_readable() {
   const std::size_t room = max_input - std::min(input_.size(), max_input);
   if (room == 0) return close();
   std::size_t step = std::min({std::max<std::size_t>(available, 1), kReadStepBytes, room});
+  if (awaited_input_ > input_.size() + kIdleBufferCapacity) {
+    // A large field arriving: the buffer grows to hold it at once (a single large value is
+    // allocated once at its size, not doubled and copied as it arrives), and is read up to its end.
+    input_.reserve(std::min(std::max(awaited_input_, 2 * input_.capacity()), max_input));
+    step = std::min(step, awaited_input_ - input_.size());
+  }
   std::size_t old_size = input_.size();
   input_.resize(old_size + step);
   std::size_t n = socket_.read_some(asio::buffer(input_.data() + old_size, step), ec);
@@ -69,7 +75,11 @@ void StoreConnection::process_input() {
     }
     const ConnectionBudget& budget = this->budget();
     wire::Decoded decoded = wire::decode_request(*dialect_, rest, budget.limits);
-    if (decoded.status == wire::DecodeStatus::need_more) break;
+    if (decoded.status == wire::DecodeStatus::need_more) {
+      awaited_input_ = decoded.need_at_least;  // counted from `rest`, the front of input_ once erased
+      break;
+    }
+    awaited_input_ = 0;
     if (decoded.status == wire::DecodeStatus::invalid) return close();
     // Before the request runs, so that no reply is built that the budget has not admitted.
     Admission admission = admit(unsent(), reply_bytes(shared_.keys, decoded.request), budget.max_unsent_bytes);

@@ -70,6 +70,7 @@ class StoreConnection : public std::enable_shared_from_this<StoreConnection> {
   SessionId id_;
   ServerShared& shared_;
   std::vector<std::uint8_t> input_;
+  std::size_t awaited_input_ = 0;  ///< input_ must reach this size before the next request decodes
   std::optional<wire::Dialect> dialect_;
   OutputQueue output_;   ///< replies and pushes not yet handed to the socket
   OutputQueue writing_;  ///< the write in flight

@@ -1,6 +1,7 @@
 /// ddprun-store: serve a TCPStore-compatible store on its own, for jobs whose store should outlive
 /// any one agent, or for PyTorch programs that want a sturdier server. Stops gracefully on
 /// SIGTERM/SIGINT: waiting clients see their connection end at once.
+#include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -22,6 +23,12 @@ int usage_error(const std::string& message) {
   std::cerr << "ddprun-store: error: " << message << " (see ddprun-store --help)" << std::endl;
   return 2;
 }
+
+/// Large buffers (values, replies, a large request as it arrives) go back to the kernel when freed,
+/// so that the store's memory follows what its connections hold now (each within its budget, see
+/// connection_budget.hpp) rather than the most they ever held. Setting the threshold also stops
+/// glibc from raising it after each free, which is what kept freed megabytes resident.
+void return_large_buffers_to_the_kernel() { ::mallopt(M_MMAP_THRESHOLD, 1 << 20); }
 
 /// Blocks the stop signals in every thread, so that this thread alone takes them with sigwait.
 sigset_t block_stop_signals() {
@@ -80,6 +87,7 @@ int main(int argc, char** argv) {
       });
     }
     raise_open_file_limit();
+    return_large_buffers_to_the_kernel();
     StoreServer server(options);
     server.start();
     if (!port_file.empty()) {
