@@ -3,8 +3,8 @@
 
 Usage: bench/store_bench.py [FILTER] [options]      (stdlib only; see docs/performance.md)
 
-FILTER is a substring of a benchmark name (store_throughput, store_barrier, store_idle_memory);
-empty runs all of them. The load comes from build/bin/store_load (bench/store_load.cpp), which
+FILTER is a substring of a benchmark name (store_throughput, store_barrier, store_idle_memory,
+store_attack_memory); empty runs all of them. The load comes from build/bin/store_load (bench/store_load.cpp), which
 speaks the legacy (1.13) wire dialect, so the very same bytes drive both servers. torch is used
 only to start PyTorch's server, in a separate `python3` process (--store-python, /usr/bin/python3).
 
@@ -13,10 +13,16 @@ Every benchmark prints one summary line per comparison,
 followed by indented details. Every option starts with --store- so that scripts/bench.sh can hand
 it here and the launcher options to bench/launcher_bench.py. Exits non-zero if a benchmark cannot
 run or ddprun-store fails one; PyTorch timing out is reported, not a failure.
+
+store_attack_memory has no anchor: it measures what one hostile peer makes ddprun-store hold
+(build/bin/store_attack, bench/store_attack.cpp), each attack against a fresh store whose address
+space is capped (--store-attack-as-mib), so that a store without bounds fails fast instead of taking
+the machine. Give --store-server an older build to see what the attacks did before.
 """
 import argparse
 import json
 import os
+import resource
 import signal
 import statistics
 import subprocess
@@ -54,19 +60,24 @@ while True:
 class Server:
     """One store server process, started fresh; its port is read from a port file."""
 
-    def __init__(self, kind, args, tmp):
+    def __init__(self, kind, args, tmp, extra=(), address_space_mib=None):
         self.kind = kind
         port_file = Path(tmp) / f"{kind}-{time.monotonic_ns()}.port"
         if kind == "ddprun":
-            cmd = [args.store_server, "--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file)]
+            cmd = [args.store_server, "--host", "127.0.0.1", "--port", "0", "--port-file", str(port_file),
+                   *extra]
         else:
             script = Path(tmp) / "pytorch_store_server.py"
             script.write_text(PYTORCH_SERVER)
             cmd = [args.store_python, str(script), str(port_file)]
         self.cmd = cmd
         self.log = tempfile.TemporaryFile(dir=tmp)
+        def cap_address_space():
+            limit = address_space_mib << 20
+            resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
         self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log,
-                                     stderr=subprocess.STDOUT, start_new_session=True)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=cap_address_space if address_space_mib else None)
         deadline = time.monotonic() + 60
         while not port_file.exists():
             if self.proc.poll() is not None:
@@ -325,10 +336,64 @@ def bench_idle(a, tmp):
         raise BenchError("ddprun-store did not serve every idle connection")
 
 
+# (attack, what it asks of the store), in the order they run; store_attack.cpp has the defaults.
+ATTACKS = [
+    ("multi_get", "one MULTI_GET naming an 8 MiB value 400 times (a 3.2 GB reply asked for)"),
+    ("unread_gets", "64 pipelined GETs of an 8 MiB value, never read (512 MiB of replies)"),
+    ("unread_watch", "a legacy WATCH_KEY watcher that never reads, while its key is SET 32 times to "
+                     "8 MiB values (512 MiB of pushes)"),
+    ("auth_flood", "VALIDATE then 1 MiB of AUTH_CHALLENGE bytes, never read, before authenticating "
+                   "(40 MiB of nonces asked for)"),
+]
+
+
+def bench_attack(a, tmp):
+    """Store RSS while one peer attacks: each attack against a fresh store."""
+    say(f"# store_attack_memory: one attacker per fresh ddprun-store (address space capped at "
+        f"{a.store_attack_as_mib} MiB); the store's VmRSS before, its peak while the attacker sends "
+        f"and holds on unread for {a.store_attack_settle:g} s (max of VmHWM and VmRSS sampled every "
+        f"10 ms), and what it still holds then; whether it closed the attacker and still serves a "
+        f"fresh connection")
+    token = Path(tmp) / "attack.token"
+    token.write_text("bench-token\n")
+    failed = []
+    for attack, what in ATTACKS:
+        extra = ["--token-file", str(token)] if attack == "auth_flood" else []
+        server = Server("ddprun", a, tmp, extra, address_space_mib=a.store_attack_as_mib)
+        try:
+            server.check_alive()
+            cmd = [a.store_attack, attack, "--port", str(server.port), "--server-pid", str(server.pid),
+                   "--settle", str(a.store_attack_settle)]
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            try:
+                r = json.loads((done.stdout.strip().splitlines() or [""])[-1])
+            except json.JSONDecodeError:
+                raise BenchError(f"store_attack failed (exit {done.returncode}): {' '.join(cmd)}\n"
+                                 f"{done.stdout[-1000:]}{done.stderr[-2000:]}")
+            died = server.proc.poll() is not None
+        finally:
+            server.stop()
+        mib = lambda kib: f"{kib / 1024:.1f}" if kib is not None and kib >= 0 else "?"
+        peak = max(r["vm_hwm_kib"], r["rss_max_sampled_kib"])
+        alive = r["store_alive"] and not died
+        say(f"store_attack_{attack}  ddprun RSS {mib(r['rss_before_kib'])} MiB -> peak {mib(peak)} MiB, "
+            f"held {mib(r['rss_during_kib']) if alive else 'n/a'} MiB; attacker "
+            f"{'closed' if r['attacker_closed'] else 'kept'}; "
+            f"{'serves a fresh client' if alive else 'STORE DIED'}")
+        say(f"    {what}; sent {r['sent_bytes']} bytes in {r['attack_ms']:.0f} ms")
+        say(f"    command: build/bin/store_attack {attack} --port PORT --server-pid PID "
+            f"--settle {a.store_attack_settle:g}")
+        if not alive:
+            failed.append(attack)
+    if failed:
+        raise BenchError(f"the store died under {', '.join(failed)}")
+
+
 BENCHMARKS = {
     "store_throughput": bench_throughput,
     "store_barrier": bench_barrier,
     "store_idle_memory": bench_idle,
+    "store_attack_memory": bench_attack,
 }
 
 
@@ -346,6 +411,12 @@ def main():
                    help="the ddprun-store binary")
     p.add_argument("--store-load", default=env("STORE_LOAD", str(REPO / "build/bin/store_load")),
                    help="the load generator (bench/store_load.cpp)")
+    p.add_argument("--store-attack", default=env("STORE_ATTACK"),
+                   help="the attacker (bench/store_attack.cpp); default: store_attack beside --store-load")
+    p.add_argument("--store-attack-settle", type=float, default=1.0,
+                   help="attack: seconds the attacker holds on, unread, before the store is measured")
+    p.add_argument("--store-attack-as-mib", type=int, default=4096,
+                   help="attack: the store's address space cap (RLIMIT_AS), MiB")
     p.add_argument("--store-python", default=env("STORE_PYTHON", "/usr/bin/python3"),
                    help="a python3 with torch, for PyTorch's server")
     p.add_argument("--store-duration", type=float, default=3.0, help="measured seconds per point")
@@ -370,9 +441,16 @@ def main():
     p.add_argument("--store-pause", type=float, default=0.3, help="seconds between generator runs")
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
+    a.store_attack = a.store_attack or str(Path(a.store_load).parent / "store_attack")
 
-    return run_harness(BENCHMARKS, a, lambda chosen: (a.store_server, a.store_load, a.store_python),
-                       tmp_prefix="ddprun-store-bench-")
+    def tools(chosen):
+        needed = [a.store_server]
+        if any(name != "store_attack_memory" for name in chosen):
+            needed += [a.store_load, a.store_python]
+        if "store_attack_memory" in chosen:
+            needed.append(a.store_attack)
+        return needed
+    return run_harness(BENCHMARKS, a, tools, tmp_prefix="ddprun-store-bench-")
 
 if __name__ == "__main__":
     sys.exit(main())
