@@ -10,9 +10,10 @@
 ///                 a store that requires a token. Sends what the store takes until it stops taking.
 ///
 /// While the attacker holds its connection (--settle seconds after its last byte, unread), the
-/// store's VmRSS is sampled every 10 ms; then VmHWM (the peak of the store's life: start a fresh
-/// store for each run) and whether it still serves a fresh connection (PING) are reported, and last
-/// whether the store closed the attacker (found by reading what it was sent, so after the rest).
+/// store's VmRSS is sampled every 10 ms. Then: whether it still serves a fresh connection (PING),
+/// what it holds once it has answered (it has run all the attacker sent by then), VmHWM (the peak
+/// of the store's life: start a fresh store for each run), and last whether the store closed the
+/// attacker (found by reading what it was sent, so after the rest).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -261,9 +262,11 @@ int main(int argc, char** argv) {
   }
   const double attack_ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
   std::this_thread::sleep_for(std::chrono::duration<double>(o.settle_s));
+  // One thread serves every connection in turn: once a fresh client has its answer, the store has
+  // run everything the attacker sent before (a slow store may take seconds to build its replies).
+  const bool alive = status_kib(o.server_pid, "VmRSS") >= 0 && serves_a_fresh_client(o.port);
   const long rss_during = status_kib(o.server_pid, "VmRSS");
   const long hwm = status_kib(o.server_pid, "VmHWM");
-  const bool alive = status_kib(o.server_pid, "VmRSS") >= 0 && serves_a_fresh_client(o.port);
   const long rss_max_sampled = sampler.stop();
   const bool attacker_closed = held.back()->closed_by_peer(std::chrono::seconds(2));
 

@@ -352,8 +352,8 @@ def bench_attack(a, tmp):
     say(f"# store_attack_memory: one attacker per fresh ddprun-store (address space capped at "
         f"{a.store_attack_as_mib} MiB); the store's VmRSS before, its peak while the attacker sends "
         f"and holds on unread for {a.store_attack_settle:g} s (max of VmHWM and VmRSS sampled every "
-        f"10 ms), and what it still holds then; whether it closed the attacker and still serves a "
-        f"fresh connection")
+        f"10 ms), and what it holds once a fresh connection's PING is answered (by then it has run "
+        f"all the attacker sent); whether it closed the attacker")
     token = Path(tmp) / "attack.token"
     token.write_text("bench-token\n")
     failed = []
