@@ -5,14 +5,14 @@
 #include <chrono>
 #include <string>
 
-#include "console.hpp"
+#include "console_output.hpp"
 #include "launch_config.hpp"
 #include "signal_names.hpp"
 
 namespace ddprun::launcher {
 
 /// One line of ddprun's own on stderr, prefixed so that it stands out among the workers' lines.
-inline void print_line(const std::string& text) { write_all(STDERR_FILENO, "ddprun: " + text + "\n"); }
+inline void print_line(const std::string& text) { write_stderr("ddprun: " + text + "\n"); }
 
 /// --shutdown-timeout as a duration.
 inline std::chrono::milliseconds grace_of(const LaunchConfig& config) {

@@ -5,10 +5,17 @@
 
 namespace ddprun::launcher {
 
+class ConsoleWriter;
+
 struct StreamRoute {
-  int console_fd = -1;  ///< 1 or 2; -1 = not shown on the console
-  std::string prefix;   ///< put before each console line (may hold colour codes)
-  int file_fd = -1;     ///< stdout.log / stderr.log, owned by the route's user; -1 = none
+  ConsoleWriter* console = nullptr;  ///< ddprun's stdout or stderr; null = not shown on the console
+  std::string prefix;                ///< put before each console line (may hold colour codes)
+  int file_fd = -1;                  ///< stdout.log / stderr.log, owned by the route's user; -1 = none
+  std::string file_path;             ///< the log file's path, for the message when writing it fails
+  /// When the log file cannot be written (a full disk), its lines go here instead, so that none is
+  /// lost silently: the console the stream would show on, with this prefix when `console` was null.
+  ConsoleWriter* fallback = nullptr;
+  std::string fallback_prefix;
 };
 
 struct WorkerRoutes {

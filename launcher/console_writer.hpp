@@ -1,0 +1,77 @@
+#pragma once
+/// ConsoleWriter: one of ddprun's own output streams (stdout or stderr), written from the event loop
+/// without ever blocking it. A pager paused with Ctrl-S, a log shipper that stopped reading or a full
+/// pipe must not stop the agent from acting on signals and worker exits.
+///
+/// Bytes are queued and handed to the console as it takes them. When more than `limit` bytes wait,
+/// `full()` says so and the callers (the workers' pipe readers) stop reading until `when_room`
+/// calls them back: back-pressure to the workers, never unbounded memory. ddprun's own lines are
+/// always queued. A console whose reader is gone (EPIPE) or that fails takes nothing more.
+///
+/// How a write avoids blocking depends on what the console is: a regular file is written directly
+/// (it never waits for a reader); a pipe, FIFO or terminal is reopened through /proc/self/fd as a
+/// private non-blocking file description (setting O_NONBLOCK on the shared one would leak into the
+/// shell that shares it); a socket gets send(MSG_DONTWAIT). When /proc is unavailable, O_NONBLOCK is
+/// set on the shared description and restored when the writer goes away.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ddprun::launcher {
+
+class ConsoleWriter {
+ public:
+  static constexpr std::size_t kDefaultLimit = 1 << 20;
+
+  ConsoleWriter(boost::asio::io_context& io, int fd, std::size_t limit = kDefaultLimit);
+  ~ConsoleWriter();
+  ConsoleWriter(const ConsoleWriter&) = delete;
+  ConsoleWriter& operator=(const ConsoleWriter&) = delete;
+
+  int fd() const { return fd_; }
+
+  /// Queues `bytes` (whole lines, so that lines of different sources never tear). Never blocks.
+  void write(std::string_view bytes);
+
+  /// More than the limit waits: sources should pause until `when_room`.
+  bool full() const { return queued() > limit_; }
+  /// Nothing waits to be written (or the console is gone).
+  bool drained() const { return queued() == 0; }
+  std::size_t queued() const { return broken_ ? 0 : pending_.size() + writing_.size() - written_; }
+
+  /// Calls `resume` once, on the loop, when the queue has fallen to half the limit or the console is
+  /// gone (its data then goes nowhere, so there is nothing to wait for).
+  void when_room(std::function<void()> resume);
+  /// Calls `done` once, on the loop, when nothing waits any more.
+  void when_drained(std::function<void()> done);
+
+ private:
+  enum class Mode { direct, descriptor, socket };
+
+  void start_write();
+  void on_written(std::size_t n);
+  void fail();
+  void notify();
+
+  int fd_;
+  std::size_t limit_;
+  Mode mode_ = Mode::direct;
+  std::optional<boost::asio::posix::stream_descriptor> descriptor_;
+  std::optional<int> restore_flags_;  ///< the shared description's flags, when we had to change them
+  std::string pending_;               ///< queued, not yet handed to a write
+  std::string writing_;               ///< the write in flight, from `written_` on
+  std::size_t written_ = 0;
+  bool write_in_flight_ = false;
+  bool broken_ = false;
+  std::vector<std::function<void()>> room_waiters_;
+  std::vector<std::function<void()>> drain_waiters_;
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);
+};
+
+}  // namespace ddprun::launcher
