@@ -1,0 +1,58 @@
+#pragma once
+/// Guardian: a small process, forked when the agent starts, whose only job is to outlive the agent
+/// and kill what the agent started. PR_SET_PDEATHSIG reaches a worker's main process only; a
+/// wrapper script's trainer, DataLoader processes or a setsid'd helper would survive a SIGKILLed
+/// agent without it.
+///
+/// It holds the read end of a pipe whose write end only the agent holds. The agent tells it each
+/// worker's process group as it starts and stops; a goodbye ("the agent cleaned up itself") ends it
+/// quietly. End of file without a goodbye means the agent died, by whatever signal: the guardian
+/// then kills the job's cgroup, every worker process group it was told of, and every process whose
+/// environment carries the job's marker (found in /proc, for machines without a writable cgroup v2),
+/// then exits. It runs in a session of its own with terminal signals ignored, so the Ctrl-C or
+/// hangup that ends the agent does not end it first.
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+
+namespace ddprun::launcher {
+
+/// The environment variable that marks every worker of one agent, and so every descendant that
+/// keeps its environment.
+inline constexpr const char* kGuardianMarkVariable = "DDPRUN_GUARDIAN_MARK";
+
+class Guardian {
+ public:
+  /// Forks the guardian for a job whose workers run in `cgroup_dir` (empty: none) and carry
+  /// `marker` as kGuardianMarkVariable. Call it before the agent starts any thread. nullptr when
+  /// the fork fails (the job then runs without it).
+  static std::unique_ptr<Guardian> start(const std::string& cgroup_dir, const std::string& marker);
+
+  ~Guardian();  ///< dismiss()
+  Guardian(const Guardian&) = delete;
+  Guardian& operator=(const Guardian&) = delete;
+
+  pid_t pid() const { return pid_; }
+
+  /// A worker's process group started / is gone. Never blocks: when the guardian lags, the notes
+  /// wait here and go with the next one.
+  void watch(pid_t pgid);
+  void forget(pid_t pgid);
+
+  /// The agent has stopped every process itself: the guardian exits without killing anything.
+  void dismiss();
+
+ private:
+  Guardian(pid_t pid, int pipe_fd) : pid_(pid), pipe_fd_(pipe_fd) {}
+  void send(std::string note);
+
+  pid_t pid_;
+  int pipe_fd_;
+  std::string unsent_;
+};
+
+/// A fresh random marker value for one agent.
+std::string new_guardian_marker();
+
+}  // namespace ddprun::launcher
