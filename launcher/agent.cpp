@@ -11,6 +11,7 @@
 #include "agent_support.hpp"
 #include "console.hpp"
 #include "error_file.hpp"
+#include "failure_rule.hpp"
 #include "errors.hpp"
 #include "output_plan.hpp"
 #include "auth.hpp"
@@ -35,6 +36,7 @@ UniqueFd open_log_file(const std::filesystem::path& path) {
 
 Agent::Agent(AgentPlan plan)
     : plan_(std::move(plan)),
+      finish_timer_(io_),
       child_exits_(io_, SIGCHLD),
       stop_signals_(io_),
       forwarded_signals_(io_),
@@ -42,6 +44,13 @@ Agent::Agent(AgentPlan plan)
 
 int Agent::run() {
   const LaunchConfig& config = plan_.config;
+  // First, while this process has one thread: the guardian is forked, and every worker will join
+  // the job's cgroup, so that nothing the workers start survives ddprun, even a SIGKILLed one.
+  if (lookup(plan_.env, "DDPRUN_JOB_CGROUP").value_or("") != "off") cgroup_ = JobCgroup::create();
+  const std::string marker = new_guardian_marker();
+  plan_.env[kGuardianMarkVariable] = marker;
+  guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
+  console_.emplace(io_);
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
   // Slurm warns of preemption with SIGUSR1/SIGUSR2: pass them on, the job goes on.
@@ -75,14 +84,14 @@ int Agent::run() {
     io_.run();
   } catch (...) {
     if (group_) group_->signal_running(SIGKILL);
-    kill_remaining_children();
+    clean_up();
     throw;
   }
   // Run what the last events posted (the retired group's release) while the loop still exists.
   io_.restart();
   io_.poll();
 
-  kill_remaining_children();
+  clean_up();
   membership_.reset();  // its threads end before the stores they may be talking to
   if (worker_store_) worker_store_->stop();
   // The job ended on every node: the others may still be reading that end from our store.
@@ -90,6 +99,14 @@ int Agent::run() {
   if (store_) store_->stop();
   if (exit_status_ == kExitSuccess) logs_->remove_if_temporary();
   return exit_status_;
+}
+
+void Agent::clean_up() {
+  // The guardian goes first: from here on the agent kills everything itself.
+  if (guardian_) guardian_->dismiss();
+  kill_remaining_children();
+  cgroup_.reset();  // kills what escaped into other sessions and was never our child, then removes it
+  console_.reset();  // ddprun's last lines (after run) are written directly
 }
 
 void Agent::start_store() {
@@ -151,22 +168,25 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
   WorkerOutputPlan output = plan_output(config, local_rank);
   const std::string& tmpl =
       config.log_line_prefix_template.empty() ? std::string(kDefaultPrefixTemplate) : config.log_line_prefix_template;
-  auto route = [&](const StreamPlan& stream, int console_fd, const char* file_name) {
+  auto route = [&](const StreamPlan& stream, ConsoleWriter& console, const char* file_name) {
+    std::string prefix = expand_prefix(tmpl, config.role, rank_base_ + local_rank, local_rank, plan_.hostname);
+    if (use_color(plan_.env, console.fd())) prefix = colorize(prefix, local_rank);
     StreamRoute r;
     if (stream.to_console) {
-      r.console_fd = console_fd;
-      if (stream.prefixed) {
-        r.prefix = expand_prefix(tmpl, config.role, rank_base_ + local_rank, local_rank, plan_.hostname);
-        if (use_color(plan_.env, console_fd)) r.prefix = colorize(r.prefix, local_rank);
-      }
+      r.console = &console;
+      if (stream.prefixed) r.prefix = prefix;
     }
     if (stream.to_file) {
-      attempt_log_files_.push_back(open_log_file(dir / file_name));
+      r.file_path = (dir / file_name).string();
+      attempt_log_files_.push_back(open_log_file(r.file_path));
       r.file_fd = attempt_log_files_.back().get();
+      // Should the file fail (a full disk), its lines go to the console, marked with their rank.
+      r.fallback = &console;
+      r.fallback_prefix = prefix;
     }
     return r;
   };
-  return {route(output.out, STDOUT_FILENO, "stdout.log"), route(output.err, STDERR_FILENO, "stderr.log")};
+  return {route(output.out, console_->out(), "stdout.log"), route(output.err, console_->err(), "stderr.log")};
 }
 
 void Agent::start_attempt() {
@@ -176,31 +196,51 @@ void Agent::start_attempt() {
   error_files_.clear();
 
   std::vector<WorkerSpec> specs = worker_specs();
-  std::vector<Environ> envs;
-  std::vector<WorkerRoutes> routes;
-  for (auto& spec : specs) {
-    auto dir = logs_->worker_dir(attempt_, spec.local_rank);
-    spec.error_file = (dir / "error.json").string();
-    spec.progress_file = (dir / "progress").string();
-    error_files_.push_back(spec.error_file);
-    envs.push_back(build_worker_env(plan_.env, spec));
-    routes.push_back(open_routes(spec.local_rank, dir));
-  }
+  error_files_.assign(specs.size(), std::string());
 
   // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
   // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
   if (store_ && !membership_ && restart_count_ > 0) store_->clear();  // multi-node: a fresh worker store per round
   oom_kills_seen_ = oom_.read_kills();
-  group_ = std::make_unique<WorkerGroup>(
-      io_, [this](const WorkerExit& exit) { on_worker_exit(exit); }, [this] { on_group_done(); });
-  try {
-    group_->start(specs, envs, routes);
-  } catch (const LaunchError& error) {
-    fatal_error_ = error.what();
-    phase_ = Phase::stopping_after_failure;
-    group_->stop(SIGKILL, std::chrono::milliseconds(0));
-    if (group_->size() == 0) asio::post(io_, [this] { on_group_done(); });
-  }
+  WorkerGroupHandlers handlers;
+  handlers.on_exit = [this](const WorkerExit& exit) { on_worker_exit(exit); };
+  handlers.on_done = [this] { on_group_done(); };
+  handlers.on_start_failed = [this](const std::string& message) { on_start_failed(message); };
+  handlers.on_log_error = [this](const LogWriteError& error) { on_log_error(error); };
+  handlers.on_spawned = [this](pid_t pgid) {
+    if (guardian_) guardian_->watch(pgid);
+  };
+  SpawnSettings spawn_settings;
+  spawn_settings.cgroup_procs_fd = cgroup_ ? cgroup_->procs_fd() : -1;
+  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), spawn_settings);
+  // Each worker's folder, environment and log files are made as it is started, a batch per loop
+  // turn, so that thousands of them never hold up a signal or an exit.
+  const std::size_t count = specs.size();
+  group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
+    PreparedWorker worker{specs[i], {}, {}};
+    auto dir = logs_->worker_dir(attempt_, worker.spec.local_rank);
+    worker.spec.error_file = (dir / "error.json").string();
+    worker.spec.progress_file = (dir / "progress").string();
+    error_files_.at(i) = worker.spec.error_file;
+    worker.env = build_worker_env(plan_.env, worker.spec);
+    worker.routes = open_routes(worker.spec.local_rank, dir);
+    return worker;
+  });
+}
+
+void Agent::on_start_failed(const std::string& message) {
+  if (!fatal_error_.empty()) return;
+  fatal_error_ = message;
+  if (phase_ == Phase::stopping_for_signal) return;  // already stopping; the signal decides the status
+  phase_ = Phase::stopping_after_failure;
+  group_->stop(SIGKILL, std::chrono::milliseconds(0));
+  if (membership_) report_local_failure();
+}
+
+void Agent::on_log_error(const LogWriteError& error) {
+  print_line("warning: cannot write " + error.path + ": " + error.reason + "; local rank " +
+             std::to_string(error.local_rank) + "'s lines go to the console from now on");
+  log_errors_.push_back(error);
 }
 
 void Agent::wait_child_exits() {
@@ -223,7 +263,14 @@ void Agent::wait_child_exits() {
 }
 
 void Agent::on_worker_exit(const WorkerExit& exit) {
-  if (exit.exitcode != 0 && phase_ == Phase::running) pending_failures_.push_back(exit);
+  if (guardian_) guardian_->forget(exit.pid);
+  if (exit.exitcode != 0 && phase_ == Phase::running) {
+    pending_failures_.push_back(exit);
+  } else if (phase_ == Phase::stopping_after_failure && fatal_error_.empty() &&
+             failed_on_its_own(exit.exitcode, exit.stop_signal_sent, exit.kill_sent)) {
+    // Failed at about the same time as the first, before it could have reacted to our stop.
+    failures_.push_back(describe_failure(exit));
+  }
 }
 
 WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
@@ -264,6 +311,11 @@ void Agent::wait_forwarded_signals() {
 }
 
 void Agent::on_stop_signal(int signo) {
+  if (finishing_) {
+    // Only waiting for the console to take ddprun's last lines: nobody is reading them.
+    io_.stop();
+    return;
+  }
   if (phase_ == Phase::stopping_for_signal) {
     // Asked twice: the user will not wait for the grace period.
     if (group_) group_->signal_running(SIGKILL);
@@ -305,13 +357,29 @@ void Agent::on_group_done() {
                std::to_string(plan_.config.max_restarts));
     return start_attempt();
   }
-  write_all(STDERR_FILENO, format_failure_summary(plan_.config.program, failures_));
+  write_stderr(format_failure_summary(plan_.config.program, failures_));
   finish(kExitJobFailed);
 }
 
 void Agent::finish(int exit_status) {
+  if (finishing_) return;
+  finishing_ = true;
   exit_status_ = exit_status;
-  io_.stop();
+  if (!log_errors_.empty()) {
+    const LogWriteError& first = log_errors_.front();
+    print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +
+               ": " + first.reason + "); their lines after the failure were shown on the console");
+  }
+  // The last lines (a summary, the workers' last output) go out before ddprun exits, as all of
+  // them do: a paused pager gets them when it resumes. The wait never blocks the loop, so a signal
+  // ends it: then the user wants ddprun gone, and a stalled console gets a moment only.
+  console_->when_drained([this] { io_.stop(); });
+  if (phase_ == Phase::stopping_for_signal) {
+    finish_timer_.expires_after(std::chrono::seconds(1));
+    finish_timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) io_.stop();
+    });
+  }
 }
 
 }  // namespace ddprun::launcher

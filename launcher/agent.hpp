@@ -16,8 +16,11 @@
 #include <string>
 #include <vector>
 
+#include "console_output.hpp"
 #include "environ.hpp"
 #include "failure_summary.hpp"
+#include "guardian.hpp"
+#include "job_cgroup.hpp"
 #include "launch_config.hpp"
 #include "node_membership.hpp"
 #include "oom_watch.hpp"
@@ -68,6 +71,10 @@ class Agent {
   void wait_stop_signals();
   void wait_forwarded_signals();
   void on_worker_exit(const WorkerExit& exit);
+  void on_start_failed(const std::string& message);
+  void on_log_error(const LogWriteError& error);
+  /// Kills and reaps every process the job left, and lets the guardian go: the end of run().
+  void clean_up();
   void on_stop_signal(int signo);
   void on_group_done();
   void finish(int exit_status);
@@ -90,6 +97,14 @@ class Agent {
 
   AgentPlan plan_;
   boost::asio::io_context io_;
+  /// Made before anything else (the guardian must be forked before any thread exists).
+  std::unique_ptr<JobCgroup> cgroup_;
+  std::unique_ptr<Guardian> guardian_;
+  /// ddprun's stdout and stderr, never blocking the loop; installed while it runs.
+  std::optional<ConsoleOutput> console_;
+  boost::asio::steady_timer finish_timer_;
+  bool finishing_ = false;  ///< finish() was called: waiting for the console to take the last lines
+  std::vector<LogWriteError> log_errors_;
   boost::asio::signal_set child_exits_;
   boost::asio::signal_set stop_signals_;
   boost::asio::signal_set forwarded_signals_;

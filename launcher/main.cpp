@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <climits>
+#include <filesystem>
+#include <new>
+#include <system_error>
 #include <string>
 #include <vector>
 
@@ -59,6 +62,15 @@ int main(int argc, char** argv) {
     return fail(std::string("error: ") + error.what() + " (see ddprun --help)", kExitUsage);
   } catch (const LaunchError& error) {
     return fail(error.what(), kExitJobFailed);
+  } catch (const std::filesystem::filesystem_error& error) {
+    // The machine, not ddprun: a missing folder, a full disk, no permission.
+    return fail(std::string(error.what()) + " (check that the folder exists, is writable and has room)",
+                kExitJobFailed);
+  } catch (const std::system_error& error) {
+    return fail(std::string(error.what()) + " (a system resource ran out or was refused: check ulimit -a)",
+                kExitJobFailed);
+  } catch (const std::bad_alloc&) {
+    return fail("out of memory", kExitJobFailed);
   } catch (const std::exception& error) {
     return fail(std::string("internal error: ") + error.what(), kExitJobFailed);
   }

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <system_error>
@@ -21,11 +22,21 @@ std::string random_suffix() {
   return suffix;
 }
 
+/// Where temporary log folders go: TMPDIR when it names a folder, else /tmp, as Python's tempfile
+/// (and so torchrun) falls back; a TMPDIR that is missing or not a folder is no reason not to run.
+std::filesystem::path temporary_root() {
+  if (const char* tmpdir = std::getenv("TMPDIR"); tmpdir != nullptr && *tmpdir != '\0') {
+    std::error_code ec;
+    if (std::filesystem::is_directory(tmpdir, ec) && ::access(tmpdir, W_OK | X_OK) == 0) return tmpdir;
+  }
+  return "/tmp";
+}
+
 std::filesystem::path make_temporary_base() {
-  std::string pattern = (std::filesystem::temp_directory_path() / "ddprun_XXXXXX").string();
+  std::string pattern = (temporary_root() / "ddprun_XXXXXX").string();
   if (::mkdtemp(pattern.data()) == nullptr) {
     throw LaunchError("cannot create a temporary log folder " + pattern + ": " + std::strerror(errno) +
-                      " (set --log-dir or TMPDIR)");
+                      " (set --log-dir or TMPDIR to a writable folder)");
   }
   return pattern;
 }

@@ -2,11 +2,16 @@
 
 #include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <boost/asio/post.hpp>
+#include <cerrno>
+#include <cstring>
 
-#include "console.hpp"
+#include "console_writer.hpp"
+#include "errors.hpp"
+#include "safe_kill.hpp"
 #include "worker_process.hpp"
 
 namespace asio = boost::asio;
@@ -19,6 +24,10 @@ namespace {
 constexpr std::chrono::seconds kOutputDrainTimeout{2};
 
 constexpr std::size_t kReadChunk = 64 * 1024;
+
+/// Workers started per loop turn: a fork+exec takes about a millisecond, so a signal or an exit
+/// waits at most a few tens of milliseconds behind a start of thousands.
+constexpr std::size_t kSpawnBatch = 16;
 
 int torchrun_exitcode(int wait_status) {
   if (WIFSIGNALED(wait_status)) return -WTERMSIG(wait_status);
@@ -36,6 +45,8 @@ struct WorkerGroup::Stream {
   std::array<char, kReadChunk> buffer{};
   bool is_stderr;
   bool open = true;
+  bool paused = false;  ///< not read until its console has room
+  bool file_failed = false;
 };
 
 struct WorkerGroup::Worker {
@@ -48,6 +59,8 @@ struct WorkerGroup::Worker {
   int local_rank;
   pid_t pid;
   bool exited = false;
+  int stop_signal_sent = 0;  ///< the first signal ddprun sent it, if any
+  bool kill_sent = false;
   bool finished = false;
   Stream out;
   Stream err;
@@ -55,8 +68,8 @@ struct WorkerGroup::Worker {
   asio::steady_timer drain_timer;
 };
 
-WorkerGroup::WorkerGroup(asio::io_context& io, ExitHandler on_exit, DoneHandler on_done)
-    : io_(io), on_exit_(std::move(on_exit)), on_done_(std::move(on_done)), kill_timer_(io) {}
+WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers, SpawnSettings spawn_settings)
+    : io_(io), handlers_(std::move(handlers)), spawn_settings_(spawn_settings), kill_timer_(io) {}
 
 // Handlers still queued (cancelled reads and timers) hold the workers by shared_ptr and see the
 // group gone through `life_`, so destroying a group with work in flight is safe.
@@ -70,50 +83,119 @@ WorkerGroup::~WorkerGroup() {
   }
 }
 
-void WorkerGroup::start(const std::vector<WorkerSpec>& specs, const std::vector<Environ>& envs,
-                        const std::vector<WorkerRoutes>& routes) {
-  for (std::size_t i = 0; i < specs.size(); ++i) {
-    SpawnedWorker spawned = spawn_worker(specs[i], envs[i]);
-    auto worker = std::make_shared<Worker>(io_, specs[i].local_rank, spawned, routes[i]);
+void WorkerGroup::start(std::size_t count, WorkerPreparer prepare) {
+  prepare_ = std::move(prepare);
+  to_start_ = count;
+  next_to_start_ = 0;
+  starting_ = true;
+  workers_.reserve(count);
+  spawn_batch();
+}
+
+void WorkerGroup::spawn_batch() {
+  std::size_t end = std::min(to_start_, next_to_start_ + kSpawnBatch);
+  while (starting_ && !stopping_ && next_to_start_ < end) {
+    std::size_t i = next_to_start_++;
+    SpawnedWorker spawned;
+    PreparedWorker prepared;
+    try {
+      prepared = prepare_(i);
+      spawned = spawn_worker(prepared.spec, prepared.env, spawn_settings_);
+    } catch (const LaunchError& error) {
+      starting_ = false;
+      prepare_ = nullptr;
+      std::weak_ptr<int> life = life_;
+      asio::post(io_, [this, life, message = std::string(error.what())] {
+        if (life.expired()) return;
+        handlers_.on_start_failed(message);
+        maybe_done();
+      });
+      return;
+    }
+    auto worker = std::make_shared<Worker>(io_, prepared.spec.local_rank, spawned, prepared.routes);
     workers_.push_back(worker);
+    if (handlers_.on_spawned) handlers_.on_spawned(worker->pid);
     read_stream(worker, worker->out);
     read_stream(worker, worker->err);
   }
+  if (starting_ && !stopping_ && next_to_start_ < to_start_) {
+    std::weak_ptr<int> life = life_;
+    asio::post(io_, [this, life] {
+      if (!life.expired()) spawn_batch();
+    });
+    return;
+  }
+  const bool was_starting = starting_;
+  starting_ = false;
+  prepare_ = nullptr;
+  if (was_starting) maybe_done();  // stopped before all started: the group may be done already
 }
 
 void WorkerGroup::read_stream(const std::shared_ptr<Worker>& worker, Stream& stream) {
   std::weak_ptr<int> life = life_;
+  stream.paused = false;
   stream.pipe.async_read_some(
       asio::buffer(stream.buffer),
       [this, life, keep = worker, &stream](const boost::system::error_code& ec, std::size_t n) {
-        if (life.expired()) return;
-        std::string console_batch;
-        std::string file_batch;
-        auto emit = [&](std::string_view line) {
-          if (stream.route.console_fd >= 0) {
-            console_batch.append(stream.route.prefix).append(line).push_back('\n');
-          }
-          if (stream.route.file_fd >= 0) file_batch.append(line).push_back('\n');
-          if (stream.is_stderr) keep->tail.add_line(line);
-        };
-        if (!ec) {
-          stream.splitter.feed(std::string_view(stream.buffer.data(), n), emit);
-        } else {
-          stream.splitter.finish(emit);
-        }
-        if (!console_batch.empty() && !write_all(stream.route.console_fd, console_batch)) {
-          stream.route.console_fd = -1;  // nobody reads our console any more; keep the files going
-        }
-        if (!file_batch.empty()) write_all(stream.route.file_fd, file_batch);
-        if (!ec) {
-          read_stream(keep, stream);
+        if (life.expired() || !stream.open) return;
+        carry(*keep, stream, std::string_view(stream.buffer.data(), ec ? 0 : n), static_cast<bool>(ec));
+        if (ec) return close_stream(*keep, stream);
+        if (stream.route.console != nullptr && stream.route.console->full()) {
+          // Back-pressure: the worker waits in its write until the console takes what it has.
+          stream.paused = true;
+          stream.route.console->when_room([this, life, keep, &stream] {
+            if (!life.expired() && stream.open && stream.paused) read_stream(keep, stream);
+          });
           return;
         }
-        stream.open = false;
-        boost::system::error_code ignored;
-        stream.pipe.close(ignored);
-        maybe_done(*keep);
+        read_stream(keep, stream);
       });
+}
+
+void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, bool end) {
+  std::string console_batch;
+  std::string file_batch;
+  auto emit = [&](std::string_view line) {
+    if (stream.route.console != nullptr) console_batch.append(stream.route.prefix).append(line).push_back('\n');
+    if (stream.route.file_fd >= 0) file_batch.append(line).push_back('\n');
+    if (stream.is_stderr) worker.tail.add_line(line);
+  };
+  stream.splitter.feed(chunk, emit);
+  if (end) stream.splitter.finish(emit);
+  if (!console_batch.empty()) stream.route.console->write(console_batch);
+  if (!file_batch.empty()) write_to_file(worker, stream, file_batch);
+}
+
+void WorkerGroup::write_to_file(Worker& worker, Stream& stream, const std::string& lines) {
+  std::string_view rest = lines;
+  while (!rest.empty()) {
+    ssize_t n = ::write(stream.route.file_fd, rest.data(), rest.size());
+    if (n > 0) {
+      rest.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  if (rest.empty()) return;
+  // A full disk or a broken file system: say so once, and keep every line from now on (this batch
+  // whole, so no line is cut) on the console instead of losing it.
+  LogWriteError error{worker.local_rank, stream.route.file_path, std::strerror(errno)};
+  stream.route.file_fd = -1;
+  stream.file_failed = true;
+  if (stream.route.console == nullptr && stream.route.fallback != nullptr) {
+    stream.route.console = stream.route.fallback;
+    stream.route.prefix = stream.route.fallback_prefix;
+    std::string batch;
+    std::string_view text = lines;
+    while (!text.empty()) {
+      auto newline = text.find('\n');
+      batch.append(stream.route.prefix).append(text.substr(0, newline + 1));
+      text.remove_prefix(newline + 1);
+    }
+    stream.route.console->write(batch);
+  }
+  if (handlers_.on_log_error) handlers_.on_log_error(error);
 }
 
 bool WorkerGroup::on_child_exit(pid_t pid, int wait_status) {
@@ -121,47 +203,82 @@ bool WorkerGroup::on_child_exit(pid_t pid, int wait_status) {
     if (worker->pid != pid || worker->exited) continue;
     worker->exited = true;
     // Whatever the worker left in its process group goes with it: no worker outlives its main process.
-    ::kill(-pid, SIGKILL);
+    signal_process_group(pid, SIGKILL);
     std::weak_ptr<int> life = life_;
     worker->drain_timer.expires_after(kOutputDrainTimeout);
-    worker->drain_timer.async_wait([life, keep = worker](const boost::system::error_code& ec) {
+    worker->drain_timer.async_wait([this, life, keep = worker](const boost::system::error_code& ec) {
       if (ec || life.expired()) return;
-      boost::system::error_code ignored;
-      keep->out.pipe.cancel(ignored);  // the pending reads complete with an error: stream closed
-      keep->err.pipe.cancel(ignored);
+      on_drain_timeout(keep);
     });
-    on_exit_(WorkerExit{worker->local_rank, pid, torchrun_exitcode(wait_status),
-                        std::chrono::system_clock::now()});
-    maybe_done(*worker);
+    handlers_.on_exit(WorkerExit{worker->local_rank, pid, torchrun_exitcode(wait_status),
+                                 std::chrono::system_clock::now(), worker->stop_signal_sent, worker->kill_sent});
+    maybe_done();
     return true;
   }
   return false;
 }
 
-void WorkerGroup::maybe_done(Worker& worker) {
-  if (worker.finished || !worker.exited || worker.out.open || worker.err.open) return;
-  worker.finished = true;
-  worker.drain_timer.cancel();
-  for (const auto& w : workers_) {
-    if (!w->finished) return;
+void WorkerGroup::on_drain_timeout(const std::shared_ptr<Worker>& worker) {
+  bool waiting_for_console = false;
+  for (Stream* stream : {&worker->out, &worker->err}) {
+    if (!stream->open) continue;
+    if (stream->paused && !stopping_) {
+      waiting_for_console = true;  // a slow console, not an escaped descendant: its output is still due
+    } else if (stream->paused) {
+      close_stream(*worker, *stream);  // stopping, and nobody reads the console: drop the rest
+    } else {
+      boost::system::error_code ignored;
+      stream->pipe.cancel(ignored);  // the pending read completes with an error: stream closed
+    }
   }
-  if (done_reported_) return;
+  if (!waiting_for_console) return;
+  std::weak_ptr<int> life = life_;
+  worker->drain_timer.expires_after(kOutputDrainTimeout);
+  worker->drain_timer.async_wait([this, life, keep = worker](const boost::system::error_code& ec) {
+    if (ec || life.expired()) return;
+    on_drain_timeout(keep);
+  });
+}
+
+void WorkerGroup::close_stream(Worker& worker, Stream& stream) {
+  if (!stream.open) return;
+  stream.open = false;
+  stream.paused = false;
+  boost::system::error_code ignored;
+  stream.pipe.close(ignored);
+  if (!worker.out.open && !worker.err.open && worker.exited) worker.drain_timer.cancel();
+  maybe_done();
+}
+
+void WorkerGroup::maybe_done() {
+  if (done_reported_ || starting_) return;
+  for (const auto& worker : workers_) {
+    worker->finished = worker->exited && !worker->out.open && !worker->err.open;
+    if (!worker->finished) return;
+  }
   done_reported_ = true;
   kill_timer_.cancel();
   // Posted, so that the handler may destroy this group without pulling it from under our feet.
   std::weak_ptr<int> life = life_;
   asio::post(io_, [this, life] {
-    if (!life.expired()) on_done_();
+    if (!life.expired()) handlers_.on_done();
   });
 }
 
 void WorkerGroup::signal_running(int signo) {
   for (const auto& worker : workers_) {
-    if (!worker->exited) ::kill(-worker->pid, signo);
+    if (worker->exited) continue;
+    if (signo == SIGKILL) {
+      worker->kill_sent = true;
+    } else if (worker->stop_signal_sent == 0 && signo != SIGUSR1 && signo != SIGUSR2) {
+      worker->stop_signal_sent = signo;  // forwarded SIGUSR1/2 do not end a worker, by convention
+    }
+    signal_process_group(worker->pid, signo);
   }
 }
 
 void WorkerGroup::stop(int signo, std::chrono::milliseconds grace) {
+  stopping_ = true;
   signal_running(signo);
   std::weak_ptr<int> life = life_;
   kill_timer_.expires_after(grace);
@@ -169,6 +286,11 @@ void WorkerGroup::stop(int signo, std::chrono::milliseconds grace) {
     if (ec || life.expired()) return;
     signal_running(SIGKILL);
   });
+  if (starting_) {
+    starting_ = false;  // spawn_batch, if queued, starts no more
+    prepare_ = nullptr;
+    maybe_done();
+  }
 }
 
 std::string WorkerGroup::stderr_tail_of(int local_rank) const {

@@ -2,6 +2,10 @@
 /// WorkerGroup: the processes of one attempt. Spawns them, carries their output line by line,
 /// reports each exit as an event, and stops them: signal each process group, wait the grace,
 /// SIGKILL what is left. Knows nothing of the config or of rendezvous.
+///
+/// Nothing here blocks the loop: workers are spawned a batch per loop turn (so a signal is acted
+/// on while 2,000 start), and a worker's pipe is not read while the console it writes to is full
+/// (the worker then waits in its write, as it would on a slow terminal).
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
@@ -10,12 +14,14 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "environ.hpp"
 #include "line_splitter.hpp"
 #include "output_route.hpp"
 #include "stderr_tail.hpp"
+#include "worker_process.hpp"
 #include "worker_spec.hpp"
 
 namespace ddprun::launcher {
@@ -25,24 +31,54 @@ struct WorkerExit {
   pid_t pid = 0;
   int exitcode = 0;  ///< torchrun's convention: exit status, or -N when killed by signal N
   std::chrono::system_clock::time_point time;
+  /// What ddprun had sent the worker when it exited: its stop signal (0: none), and SIGKILL.
+  int stop_signal_sent = 0;
+  bool kill_sent = false;
 };
+
+/// A log file that could not be written: its lines went to the console from then on.
+struct LogWriteError {
+  int local_rank = 0;
+  std::string path;
+  std::string reason;  ///< errno text
+};
+
+struct WorkerGroupHandlers {
+  /// Once per worker as its process exits.
+  std::function<void(const WorkerExit&)> on_exit;
+  /// Once, after every started worker has exited and its output has been carried to the end, and
+  /// starting has ended (all started, failed, or stopped).
+  std::function<void()> on_done;
+  /// Once, when a worker could not be started: the message names the worker and the cause. Workers
+  /// not yet started are not started; those running are the caller's to stop.
+  std::function<void(const std::string&)> on_start_failed;
+  /// Once per log file, at its first failed write.
+  std::function<void(const LogWriteError&)> on_log_error;
+  /// A worker process started; its pid is also its process group id (for the guardian).
+  std::function<void(pid_t)> on_spawned;
+};
+
+/// What one worker needs to start, made just before it starts.
+struct PreparedWorker {
+  WorkerSpec spec;
+  Environ env;
+  WorkerRoutes routes;
+};
+
+/// Makes worker `index` (0-based, in start order); may throw LaunchError (e.g. a log file that
+/// cannot be opened), which fails the start like a failed spawn.
+using WorkerPreparer = std::function<PreparedWorker(std::size_t index)>;
 
 class WorkerGroup {
  public:
-  using ExitHandler = std::function<void(const WorkerExit&)>;
-  using DoneHandler = std::function<void()>;
-
-  /// `on_exit` fires once per worker as its process exits; `on_done` once, after every worker has
-  /// exited and its output has been carried to the end.
-  WorkerGroup(boost::asio::io_context& io, ExitHandler on_exit, DoneHandler on_done);
+  WorkerGroup(boost::asio::io_context& io, WorkerGroupHandlers handlers, SpawnSettings spawn_settings = {});
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  /// Starts one process per spec (in order). Throws LaunchError when one cannot start; those
-  /// already started keep running and must be stopped by the caller.
-  void start(const std::vector<WorkerSpec>& specs, const std::vector<Environ>& envs,
-             const std::vector<WorkerRoutes>& routes);
+  /// Starts `count` workers, in order, a batch per loop turn, each made by `prepare` just before.
+  /// Failures are reported through on_start_failed.
+  void start(std::size_t count, WorkerPreparer prepare);
 
   /// Routes a reaped child's wait status to its worker; false when the pid is not one of ours.
   bool on_child_exit(pid_t pid, int wait_status);
@@ -50,7 +86,9 @@ class WorkerGroup {
   /// Sends `signo` to the process group of every worker still running.
   void signal_running(int signo);
 
-  /// `signo` to every running worker, then SIGKILL to those still running after `grace`.
+  /// Starts no more workers; `signo` to every running worker, then SIGKILL to those still running
+  /// after `grace`. Output a gone worker still owes a console that has taken nothing for the drain
+  /// timeout is dropped, so that a stop is never held up by a console nobody reads.
   void stop(int signo, std::chrono::milliseconds grace);
 
   std::size_t size() const { return workers_.size(); }
@@ -60,14 +98,23 @@ class WorkerGroup {
   struct Worker;
   struct Stream;
 
+  void spawn_batch();
   void read_stream(const std::shared_ptr<Worker>& worker, Stream& stream);
-  void on_stream_closed(Worker& worker);
-  void maybe_done(Worker& worker);
+  void carry(Worker& worker, Stream& stream, std::string_view chunk, bool end);
+  void write_to_file(Worker& worker, Stream& stream, const std::string& lines);
+  void on_drain_timeout(const std::shared_ptr<Worker>& worker);
+  void close_stream(Worker& worker, Stream& stream);
+  void maybe_done();
 
   boost::asio::io_context& io_;
-  ExitHandler on_exit_;
-  DoneHandler on_done_;
+  WorkerGroupHandlers handlers_;
+  SpawnSettings spawn_settings_;
   std::vector<std::shared_ptr<Worker>> workers_;
+  WorkerPreparer prepare_;
+  std::size_t to_start_ = 0;
+  std::size_t next_to_start_ = 0;
+  bool starting_ = false;
+  bool stopping_ = false;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);  ///< expires with the group; see the .cpp
   boost::asio::steady_timer kill_timer_;
   bool done_reported_ = false;

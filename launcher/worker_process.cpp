@@ -4,6 +4,7 @@
 #include <linux/close_range.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -16,25 +17,43 @@
 #include <boost/process/extend.hpp>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <system_error>
 
 #include "errors.hpp"
+#include "safe_kill.hpp"
+#include "unique_fd.hpp"
 
 namespace bp = boost::process;
 
 namespace ddprun::launcher {
 namespace {
 
-/// A pipe whose ends close on exec; the child dup2()s the write end onto 1 or 2.
+/// The errno text of a failed start, with what to do when it is a limit of the machine.
+std::string describe_start_errno(int error) {
+  std::string text = std::strerror(error);
+  if (error == EMFILE) {
+    rlimit limit{};
+    ::getrlimit(RLIMIT_NOFILE, &limit);
+    return text + " (the open-file limit is " + std::to_string(limit.rlim_cur) +
+           "; each worker needs 3 descriptors: raise it with ulimit -n, or start fewer workers)";
+  }
+  if (error == ENFILE) return text + " (the system's file table is full)";
+  if (error == EAGAIN || error == ENOMEM) {
+    return text + " (the process limit, ulimit -u, or the memory is exhausted)";
+  }
+  return text;
+}
+
+/// A pipe whose ends close on exec; the child dup2()s the write end onto 1 or 2. Throws the errno.
 struct Pipe {
-  int read_fd = -1;
-  int write_fd = -1;
+  UniqueFd read_end;
+  UniqueFd write_end;
   Pipe() {
     std::array<int, 2> fds{};
-    if (::pipe2(fds.data(), O_CLOEXEC) != 0) {
-      throw LaunchError(std::string("cannot create a pipe for worker output: ") + std::strerror(errno));
-    }
-    read_fd = fds[0];
-    write_fd = fds[1];
+    if (::pipe2(fds.data(), O_CLOEXEC) != 0) throw std::system_error(errno, std::generic_category());
+    read_end = UniqueFd(fds[0]);
+    write_end = UniqueFd(fds[1]);
   }
 };
 
@@ -44,9 +63,13 @@ struct WorkerExecSetup : bp::extend::handler {
   int stdout_fd;
   int stderr_fd;
   int devnull_fd;
+  int cgroup_procs_fd;  ///< -1, or the job cgroup's cgroup.procs: joined before exec, so descendants are born in it
 
   template <class Executor>
   void on_exec_setup(Executor&) const {
+    if (cgroup_procs_fd >= 0) {
+      [[maybe_unused]] auto n = ::write(cgroup_procs_fd, "0", 1);  // "0": the writing process itself
+    }
     ::setpgid(0, 0);  // own process group: the agent signals the worker and all it spawned at once
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // die with the agent, even when it is SIGKILLed
     if (::getppid() != agent_pid) ::_exit(127);  // the agent died before prctl took effect
@@ -72,30 +95,45 @@ bp::environment to_bp_environment(const Environ& env) {
 
 }  // namespace
 
-SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env) {
-  Pipe out;
-  Pipe err;
-  int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-  if (devnull < 0) throw LaunchError(std::string("cannot open /dev/null: ") + std::strerror(errno));
+SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings) {
+  auto failed = [&](const std::string& reason) {
+    return LaunchError("cannot start worker " + std::to_string(spec.local_rank) + " (" + spec.executable +
+                       "): " + reason);
+  };
+  std::optional<Pipe> out;
+  std::optional<Pipe> err;
+  UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  try {
+    out.emplace();
+    err.emplace();
+  } catch (const std::system_error& error) {
+    throw failed(describe_start_errno(error.code().value()));
+  }
+  if (devnull.get() < 0) throw failed("cannot open /dev/null: " + describe_start_errno(errno));
 
   std::vector<std::string> args(spec.argv.begin() + (spec.argv.empty() ? 0 : 1), spec.argv.end());
   std::error_code ec;
+  errno = 0;
   bp::child child(bp::exe = spec.executable, bp::args = args, bp::env = to_bp_environment(env),
-                  WorkerExecSetup{{}, ::getpid(), out.write_fd, err.write_fd, devnull}, ec);
-  ::close(out.write_fd);
-  ::close(err.write_fd);
-  ::close(devnull);
-  if (ec) {
-    ::close(out.read_fd);
-    ::close(err.read_fd);
-    throw LaunchError("cannot start worker " + std::to_string(spec.local_rank) + " (" +
-                      spec.executable + "): " + ec.message());
+                  WorkerExecSetup{{}, ::getpid(), out->write_end.get(), err->write_end.get(), devnull.get(),
+                                  settings.cgroup_procs_fd},
+                  ec);
+  const int start_errno = errno;
+  // Boost.Process 1.74 reports some failures (no descriptor left for its own exec-error pipe, a
+  // failed fork) as a child with pid -1 and no error code. Such a child does not exist: keeping it
+  // would later signal group -(-1), that is PID 1.
+  const pid_t pid = ec ? -1 : child.id();
+  if (!is_signalable(pid)) {
+    if (ec) throw failed(ec.message());
+    throw failed(start_errno != 0 ? describe_start_errno(start_errno) : "the process could not be created");
   }
   // The agent reaps children itself (SIGCHLD + waitpid), so Boost.Process must never wait.
   child.detach();
-  pid_t pid = child.id();
   ::setpgid(pid, pid);  // also from the parent, so the group exists before we ever signal it
-  return {pid, out.read_fd, err.read_fd};
+  SpawnedWorker spawned{pid, out->read_end.get(), err->read_end.get()};
+  out->read_end.release();
+  err->read_end.release();
+  return spawned;
 }
 
 }  // namespace ddprun::launcher
