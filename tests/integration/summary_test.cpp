@@ -55,3 +55,34 @@ TEST(Summary, FailureKeepsTheLogFolder) {
   std::string path = outcome.err.substr(at + 12, end - at - 12);
   EXPECT_TRUE(std::filesystem::exists(path)) << path;
 }
+
+// Four workers fail at one instant, each in its own way. ddprun reacts to the first before the
+// others are reaped; they still failed on their own (they ignore the stop), so all four are listed.
+TEST(Summary, SimultaneousFailuresAreAllListedByTime) {
+  auto at_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::system_clock::now().time_since_epoch() + std::chrono::milliseconds(1500))
+                   .count();
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "4", "--shutdown-timeout", "60",
+                                test_worker_binary(), "fail-together", std::to_string(at_ms)});
+  EXPECT_EQ(outcome.exit_status, 1);
+  const std::string& s = outcome.err;
+  EXPECT_EQ(s.find("<NO_OTHER_FAILURES>"), std::string::npos) << s;
+  for (const char* exitcode : {"exitcode  : 20 (pid: ", "exitcode  : 21 (pid: ", "exitcode  : -9 (pid: ",
+                               "exitcode  : -11 (pid: "}) {
+    EXPECT_NE(s.find(exitcode), std::string::npos) << exitcode << "\n" << s;
+  }
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(s.find("rank      : " + std::to_string(rank) + " (local_rank: "), std::string::npos) << s;
+  }
+}
+
+// A FIFO where the error file should be: reading it must not block the agent (open() of a FIFO
+// without a writer blocks for ever), and the failure is reported as if there were no error file.
+TEST(Summary, AFifoAsErrorFileDoesNotBlockTheAgent) {
+  Launch launch({"--standalone", "--nproc-per-node", "2", "--shutdown-timeout", "5", "sh", "-c",
+                 "if [ \"$RANK\" = 1 ]; then mkfifo \"$TORCHELASTIC_ERROR_FILE\"; exit 7; fi; sleep 60"});
+  Outcome outcome = launch.wait(std::chrono::seconds(30));
+  EXPECT_EQ(outcome.exit_status, 1);
+  EXPECT_NE(outcome.err.find("exitcode  : 7 (pid: "), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("error_file: <N/A>"), std::string::npos) << outcome.err;
+}

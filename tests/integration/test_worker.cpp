@@ -13,12 +13,15 @@
 ///   signals DIR              record each SIGUSR1/SIGUSR2 received in DIR/usr_<RANK>; exit 0 on SIGTERM
 ///   hog RANK                 rank RANK allocates and touches memory until something kills it
 ///   echo ARGS...             print the arguments, one a line
+///   fail-together EPOCH_MS   ignore stop signals, sleep until EPOCH_MS (wall clock), then fail in
+///                            the rank's own way: 0 exit 20, 1 exit 21, 2 SIGKILL, 3 SIGSEGV
 #include <signal.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <string>
 
@@ -91,6 +94,19 @@ int main(int argc, char** argv) {
     if (rank != std::atoi(argv[2])) sleep_until_stopped();
     for (int i = 1; i <= 30; ++i) std::fprintf(stderr, "diagnostic line %d\n", i);
     return 3;
+  }
+  if (mode == "fail-together" && argc == 3) {
+    for (int signo : {SIGTERM, SIGINT, SIGHUP, SIGQUIT}) ::signal(signo, SIG_IGN);
+    long long at_ms = std::atoll(argv[2]);
+    timespec when{static_cast<time_t>(at_ms / 1000), static_cast<long>(at_ms % 1000) * 1000000L};
+    while (::clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &when, nullptr) != 0) {
+    }
+    switch (rank) {
+      case 0: return 20;
+      case 1: return 21;
+      case 2: ::raise(SIGKILL); return 0;
+      default: ::signal(SIGSEGV, SIG_DFL); ::raise(SIGSEGV); return 0;
+    }
   }
   if (mode == "pid" && argc >= 3) {
     if (argc == 4 && std::strcmp(argv[3], "ignore-stop") == 0) {

@@ -1,0 +1,82 @@
+// Starting workers when the machine runs out (file descriptors) or when there are thousands of
+// them: a clear error and exit 1, nothing left behind, no signal to anything outside the job, and
+// signals acted on while workers are still starting.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "harness.hpp"
+
+using namespace ddprun::testing;
+
+namespace {
+
+std::string pid1_recorder_binary() { return PID1_RECORDER_BINARY; }
+
+/// Processes whose command line holds `needle` (a unique argument of the test's workers).
+std::vector<pid_t> processes_with_argument(const std::string& needle) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos) found.push_back(std::stoi(name));
+  }
+  return found;
+}
+
+struct LimitCase {
+  int open_files;
+  int workers;
+};
+
+class OpenFileLimit : public ::testing::TestWithParam<LimitCase> {};
+
+// Boost.Process reports a start that ran out of descriptors as a child with pid -1; kept as a
+// worker, it made ddprun signal group -(-1), PID 1, and then wait for it for ever. In a PID
+// namespace whose PID 1 records every signal it gets, the job must fail cleanly and PID 1 hear nothing.
+TEST_P(OpenFileLimit, FailsWithAClearErrorSignalsNothingOutsideTheJobAndLeavesNothing) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root for a PID namespace (unshare -p)";
+  const LimitCase limit = GetParam();
+  TempDir dir;
+  const std::string report = dir.str() + "/report";
+  Launch launch(Launch::Command{{"/usr/bin/unshare", "-p", "-f", "--mount-proc", pid1_recorder_binary(), report,
+                                 "/usr/bin/prlimit", "--nofile=" + std::to_string(limit.open_files) + ":" +
+                                                         std::to_string(limit.open_files),
+                                 ddprun_binary(), "--standalone", "--nproc-per-node", std::to_string(limit.workers),
+                                 "/bin/sleep", "30"}});
+  Outcome outcome = launch.wait(std::chrono::seconds(60));
+  if (outcome.err.find("unshare: ") != std::string::npos) GTEST_SKIP() << "no PID namespace here: " << outcome.err;
+  EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+  EXPECT_NE(outcome.err.find("ddprun: cannot start worker "), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("Too many open files (the open-file limit is"), std::string::npos) << outcome.err;
+  EXPECT_EQ(outcome.err.find("internal error"), std::string::npos) << outcome.err;
+  std::string text = read_file(report);
+  EXPECT_NE(text.find("signals:\n"), std::string::npos) << "PID 1 was signalled:\n" << text;
+  EXPECT_NE(text.find("leftovers:\n"), std::string::npos) << "processes outlived ddprun:\n" << text;
+}
+
+INSTANTIATE_TEST_SUITE_P(Limits, OpenFileLimit, ::testing::Values(LimitCase{40, 20}, LimitCase{256, 10000}));
+
+// 2,000 workers take seconds to start; a SIGTERM meanwhile must stop the start at once, not after it.
+TEST(ManyWorkers, ASignalDuringTheStartIsActedOnAtOnce) {
+  const std::string unique = "1234.567";  // sleep's argument, to find the workers
+  Launch launch({"--standalone", "--nproc-per-node", "2000", "--shutdown-timeout", "5", "/bin/sleep", unique});
+  ASSERT_TRUE(eventually([&] { return processes_with_argument(unique).size() >= 20; }, std::chrono::seconds(30)))
+      << "workers did not start";
+  auto sent = std::chrono::steady_clock::now();
+  launch.send(SIGTERM);
+  Outcome outcome = launch.wait(std::chrono::seconds(60));
+  auto took = std::chrono::steady_clock::now() - sent;
+  EXPECT_EQ(outcome.exit_status, 128 + SIGTERM) << outcome.err;
+  // A liveness bound, far above the expected fraction of a second: the old start ran to its end
+  // (2,000 workers, over 30 s on this machine) before the signal was looked at.
+  EXPECT_LT(took, std::chrono::seconds(15));
+  EXPECT_TRUE(eventually([&] { return processes_with_argument(unique).empty(); }, std::chrono::seconds(10)))
+      << "workers survived";
+}
+
+}  // namespace
