@@ -201,6 +201,36 @@ def bench_restart(a):
     details("ddprun", d), details("torchrun-anchor(mi=0.1)", t)
 
 
+def bench_baseline(a):
+    """ddprun against an earlier ddprun (--baseline), launch and restart, interleaved in one run:
+    what a change to the launcher costs. Also this ddprun without its job cgroup (DDPRUN_JOB_CGROUP=off)."""
+    if not a.baseline:
+        print("baseline: skipped (give --baseline PATH_TO_AN_EARLIER_DDPRUN)", flush=True)
+        return
+    def launch_cmd(binary):
+        return [binary, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", "/bin/true"]
+    def restart_cmd(binary):
+        return [binary, "--standalone", "--nproc-per-node", str(NPROC), "--max-restarts", "1", "--no-python",
+                a.probe]
+    no_cgroup = dict(os.environ, DDPRUN_JOB_CGROUP="off")
+    for _ in range(a.warmup):
+        timed_run(launch_cmd(a.ddprun)), timed_run(launch_cmd(a.baseline))
+    runs = []
+    for _ in range(a.baseline_runs):
+        runs.append((ms(timed_run(launch_cmd(a.ddprun))), ms(timed_run(launch_cmd(a.baseline))),
+                     ms(timed_run(launch_cmd(a.ddprun), no_cgroup))))
+    now, before, off = (list(x) for x in zip(*runs))
+    print(f"launch_8x_true_vs_baseline  ddprun median {fmt(statistics.median(now))} ms  baseline median "
+          f"{fmt(statistics.median(before))} ms  difference {statistics.median(now) - statistics.median(before):+.2f} ms  "
+          f"(without the job cgroup {fmt(statistics.median(off))} ms)", flush=True)
+    details("ddprun", now), details("baseline", before), details("ddprun, DDPRUN_JOB_CGROUP=off", off)
+    d, b = interleaved(a.restart_runs, a.restart_runs, lambda: restart_once(restart_cmd(a.ddprun)),
+                       lambda: restart_once(restart_cmd(a.baseline)))
+    print(f"restart_8x_vs_baseline  ddprun median {fmt(statistics.median(d))} ms  baseline median "
+          f"{fmt(statistics.median(b))} ms  difference {statistics.median(d) - statistics.median(b):+.2f} ms", flush=True)
+    details("ddprun", d), details("baseline", b)
+
+
 def cpu_once(cmd, sleep_s):
     """The launcher's own CPU time (ms) from its start until just before its workers end.
 
@@ -270,6 +300,7 @@ BENCHMARKS = {
     "launch_teardown_8x_true": bench_launch,
     "restart_latency_8x": bench_restart,
     "idle_cpu_8x_sleep": bench_cpu,
+    "baseline_launch_restart": bench_baseline,
 }
 
 
@@ -291,6 +322,9 @@ def main():
     p.add_argument("--cpu-sleep", type=float, default=10.0, help="seconds each worker sleeps")
     p.add_argument("--cpu-runs", type=int, default=3)
     p.add_argument("--cpu-anchor-runs", type=int, default=2)
+    p.add_argument("--baseline", default=env("DDPRUN_BASELINE", ""),
+                   help="an earlier ddprun binary for the 'baseline' benchmark")
+    p.add_argument("--baseline-runs", type=int, default=30)
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
 

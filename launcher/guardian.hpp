@@ -5,8 +5,8 @@
 /// agent without it.
 ///
 /// It holds the read end of a pipe whose write end only the agent holds. The agent tells it each
-/// worker's process group as it starts and stops; a goodbye ("the agent cleaned up itself") ends it
-/// quietly. End of file without a goodbye means the agent died, by whatever signal: the guardian
+/// worker's process group as it starts and stops, and SIGKILLs it when it has cleaned up itself.
+/// End of file while the guardian lives means the agent died, by whatever signal: the guardian
 /// then kills the job's cgroup, every worker process group it was told of, and every process whose
 /// environment carries the job's marker (found in /proc, for machines without a writable cgroup v2),
 /// then exits. It runs in a session of its own with terminal signals ignored, so the Ctrl-C or
@@ -40,7 +40,7 @@ class Guardian {
   void watch(pid_t pgid);
   void forget(pid_t pgid);
 
-  /// The agent has stopped every process itself: the guardian exits without killing anything.
+  /// The agent has stopped every process itself: the guardian is killed (it kills nothing) and reaped.
   void dismiss();
 
  private:
