@@ -25,7 +25,8 @@ struct PipedDdprun {
   std::string stderr_path;
 };
 
-PipedDdprun start_piped(const std::vector<std::string>& args, const TempDir& dir) {
+/// `stderr_too`: stderr on the same pipe as stdout (`2>&1`) rather than in a file.
+PipedDdprun start_piped(const std::vector<std::string>& args, const TempDir& dir, bool stderr_too = false) {
   std::array<int, 2> out{};
   if (::pipe2(out.data(), O_CLOEXEC) != 0) throw std::runtime_error("pipe");
   PipedDdprun run;
@@ -35,7 +36,7 @@ PipedDdprun start_piped(const std::vector<std::string>& args, const TempDir& dir
   run.pid = ::fork();
   if (run.pid == 0) {
     ::dup2(out[1], STDOUT_FILENO);
-    int err = ::open(run.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int err = stderr_too ? out[1] : ::open(run.stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     ::dup2(err, STDERR_FILENO);
     ::setenv("TMPDIR", dir.str().c_str(), 1);
     std::vector<char*> argv;
@@ -138,4 +139,32 @@ TEST(StalledConsole, AConsoleReadLateGetsEveryLineWhole) {
   }
   std::set<std::string> distinct(lines.begin(), lines.end());
   EXPECT_EQ(distinct.size(), lines.size()) << "lines were torn or repeated";
+}
+
+// `ddprun ... 2>&1 | slow-reader`: both streams on one pipe that fills; a partial write of one
+// stream's batch must be finished before the other stream's lines go in.
+TEST(StalledConsole, StdoutAndStderrOnOneSlowPipeNeverTear) {
+  TempDir dir;
+  const std::string flood = test_worker_binary() + " flood 20000";
+  PipedDdprun run = start_piped({"--standalone", "--nproc-per-node", "2", "sh", "-c",
+                                 flood + " & " + flood + " >&2; wait"},
+                                dir, /*stderr_too=*/true);
+  std::string text;
+  std::array<char, 4096> buffer{};  // small reads: the pipe stays nearly full, writes stay partial
+  int reads = 0;
+  while (true) {
+    ssize_t n = ::read(run.stdout_read, buffer.data(), buffer.size());
+    if (n <= 0) break;
+    text.append(buffer.data(), static_cast<std::size_t>(n));
+    if (++reads % 200 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ::close(run.stdout_read);
+  EXPECT_EQ(wait_exit(run.pid, std::chrono::seconds(60)), 0);
+  std::size_t worker_lines = 0;
+  for (const auto& line : split_lines(text)) {
+    if (line.starts_with("ddprun: ")) continue;
+    ASSERT_TRUE(line.starts_with("rank=") && line.ends_with(" end")) << "a torn line: " << line.substr(0, 200);
+    ++worker_lines;
+  }
+  EXPECT_EQ(worker_lines, 2u * 2u * 20000u);
 }
