@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
@@ -27,9 +28,15 @@ namespace ddprun::launcher {
 namespace {
 
 UniqueFd open_log_file(const std::filesystem::path& path) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Non-blocking: a FIFO left at the path would otherwise block the loop in open() until a reader came.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
   if (fd < 0) throw LaunchError("cannot open log file " + path.string() + ": " + std::strerror(errno));
-  return UniqueFd(fd);
+  UniqueFd file(fd);
+  struct stat info {};
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    throw LaunchError("cannot use log file " + path.string() + ": it is not a regular file");
+  }
+  return file;
 }
 
 }  // namespace
