@@ -197,6 +197,7 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
 }
 
 void Agent::start_attempt() {
+  if (finishing_) return;  // only the console's last lines are still going out: start nothing
   phase_ = Phase::running;
   failures_.clear();
   attempt_log_files_.clear();
@@ -240,8 +241,8 @@ void Agent::on_start_failed(const std::string& message) {
   fatal_error_ = message;
   if (phase_ == Phase::stopping_for_signal) return;  // already stopping; the signal decides the status
   phase_ = Phase::stopping_after_failure;
+  // Multi-node: once the group is done, the others are told this node cannot start (a fatal end).
   group_->stop(SIGKILL, std::chrono::milliseconds(0));
-  if (membership_) report_local_failure();
 }
 
 void Agent::on_log_error(const LogWriteError& error) {

@@ -7,6 +7,7 @@
 
 #include <thread>
 
+#include "../support/free_port.hpp"
 #include "harness.hpp"
 
 using namespace ddprun::testing;
@@ -29,8 +30,10 @@ std::vector<pid_t> processes_with_argument(const std::string& needle) {
 }
 
 struct LimitCase {
+  const char* name;
   int open_files;
   int workers;
+  bool multi_node;  ///< a c10d agent (rendezvous rounds, a fatal round end) rather than the single-node one
 };
 
 class OpenFileLimit : public ::testing::TestWithParam<LimitCase> {};
@@ -43,11 +46,22 @@ TEST_P(OpenFileLimit, FailsWithAClearErrorSignalsNothingOutsideTheJobAndLeavesNo
   const LimitCase limit = GetParam();
   TempDir dir;
   const std::string report = dir.str() + "/report";
-  Launch launch(Launch::Command{{"/usr/bin/unshare", "-p", "-f", "--mount-proc", pid1_recorder_binary(), report,
-                                 "/usr/bin/prlimit", "--nofile=" + std::to_string(limit.open_files) + ":" +
-                                                         std::to_string(limit.open_files),
-                                 ddprun_binary(), "--standalone", "--nproc-per-node", std::to_string(limit.workers),
-                                 "/bin/sleep", "30"}});
+  std::vector<std::string> argv{"/usr/bin/unshare", "-p", "-f", "--mount-proc", pid1_recorder_binary(), report,
+                                "/usr/bin/prlimit",
+                                "--nofile=" + std::to_string(limit.open_files) + ":" + std::to_string(limit.open_files),
+                                ddprun_binary(), "--nproc-per-node", std::to_string(limit.workers)};
+  if (limit.multi_node) {
+    for (const std::string& a : {std::string("--nnodes=1:2"), std::string("--rdzv-backend=c10d"),
+                                 "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port()),
+                                 std::string("--rdzv-conf=last_call_timeout=0.2")}) {
+      argv.push_back(a);
+    }
+  } else {
+    argv.push_back("--standalone");
+  }
+  argv.push_back("/bin/sleep");
+  argv.push_back("30");
+  Launch launch(Launch::Command{argv});
   Outcome outcome = launch.wait(std::chrono::seconds(60));
   if (outcome.err.find("unshare: ") != std::string::npos) GTEST_SKIP() << "no PID namespace here: " << outcome.err;
   EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
@@ -59,7 +73,11 @@ TEST_P(OpenFileLimit, FailsWithAClearErrorSignalsNothingOutsideTheJobAndLeavesNo
   EXPECT_NE(text.find("leftovers:\n"), std::string::npos) << "processes outlived ddprun:\n" << text;
 }
 
-INSTANTIATE_TEST_SUITE_P(Limits, OpenFileLimit, ::testing::Values(LimitCase{40, 20}, LimitCase{256, 10000}));
+INSTANTIATE_TEST_SUITE_P(Limits, OpenFileLimit,
+                         ::testing::Values(LimitCase{"nofile40_20_workers", 40, 20, false},
+                                           LimitCase{"nofile256_10000_workers", 256, 10000, false},
+                                           LimitCase{"nofile64_30_workers_multinode", 64, 30, true}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 // 2,000 workers take seconds to start; a SIGTERM meanwhile must stop the start at once, not after it.
 TEST(ManyWorkers, ASignalDuringTheStartIsActedOnAtOnce) {
