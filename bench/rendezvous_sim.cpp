@@ -153,7 +153,7 @@ void run_agent(const Shared& shared, Agent& agent) {
     client = std::make_unique<rdzv::StoreClient>(shared.store);
     phase = "check_job";
     protocol.emplace(*client, shared.settings);
-    protocol->check_job();
+    protocol->check_job(agent.self);
     agent.connected = Clock::now();
   } catch (const std::exception& e) {
     agent.error = std::string(phase) + ": " + e.what();

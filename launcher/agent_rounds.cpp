@@ -10,6 +10,7 @@
 #include "agent_support.hpp"
 #include "auth.hpp"
 #include "errors.hpp"
+#include "job_shape.hpp"
 #include "open_file_limit.hpp"
 #include "round_keys.hpp"
 #include "store_error.hpp"
@@ -38,6 +39,7 @@ RendezvousSettings settings_of(const LaunchConfig& config) {
   settings.is_static = config.rdzv_backend == "static";
   settings.min_nodes = config.min_nodes;
   settings.max_nodes = config.max_nodes;
+  settings.max_restarts = config.max_restarts;
   if (settings.is_static) settings.static_rank = config.node_rank;
   try {
     apply_rendezvous_conf(settings, config.rdzv_conf);
@@ -94,6 +96,13 @@ void Agent::start_rendezvous() {
   close_timeout_ = settings.close_timeout;
   raise_open_file_limit();
 
+  NodeInfo self;
+  self.id = new_node_id(plan_.hostname);
+  self.host_name = plan_.hostname;
+  self.addr = advertised;
+  self.nproc = config.nproc_per_node;
+  self.static_rank = settings.static_rank;
+
   // The store host: node 0 (static); with c10d, is_host, else the machine the endpoint names. Of
   // several agents on that machine, the first to bind the port hosts it, the others are clients.
   const bool hosts = settings.is_static ? config.node_rank == 0 : settings.is_host.value_or(is_this_machine(store.host));
@@ -106,6 +115,9 @@ void Agent::start_rendezvous() {
       options.token = token;
       // There before anyone can connect: a node of another job is told at its first look.
       options.initial_keys[kHostedRunIdKey] = settings.run_id;
+      // So is the job's shape, as the host was started: in a static job node 0 fixes it, whoever
+      // connects first.
+      options.initial_keys[RoundKeys(settings.run_id).job_shape()] = encode_job_shape(job_shape_of(settings, self));
       store_ = std::make_unique<StoreServer>(options, reservation.take_socket());
       store_->start();
       if (store.port == 0) store.port = reservation.port();
@@ -118,18 +130,16 @@ void Agent::start_rendezvous() {
   probe_acceptor_.emplace(io_, tcp::endpoint(asio::ip::make_address(bind_host_), 0));
   accept_probes();
 
-  NodeInfo self;
-  self.id = new_node_id(plan_.hostname);
-  self.host_name = plan_.hostname;
-  self.addr = advertised;
-  self.nproc = config.nproc_per_node;
   self.probe_port = probe_acceptor_->local_endpoint().port();
-  self.static_rank = settings.static_rank;
 
   NodeMembership::Events events;
   events.on_round = [this](const RoundDecision& decision) { on_round(decision); };
   events.on_round_end = [this](int round, const RoundEnd& end) { on_round_end(round, end); };
-  events.on_error = [this](const std::string& message) { on_rendezvous_error(message); };
+  events.on_error = [this](const std::string& message, bool told_to_every_node) {
+    // The others read the same error from our store (if we host it): it stays up until they have.
+    if (told_to_every_node) linger_store_ = true;
+    on_rendezvous_error(message);
+  };
   membership_ = std::make_unique<NodeMembership>(io_, settings, store, token, self, std::move(events));
 }
 

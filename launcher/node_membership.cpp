@@ -91,13 +91,13 @@ void NodeMembership::post(std::function<void()> handler) {
   });
 }
 
-void NodeMembership::fail(const std::string& message) {
+void NodeMembership::fail(const std::string& message, bool told_to_every_node) {
   {
     std::lock_guard lock(mutex_);
     if (stopping_ || failed_) return;
     failed_ = true;
   }
-  post([this, message] { events_.on_error(message); });
+  post([this, message, told_to_every_node] { events_.on_error(message, told_to_every_node); });
 }
 
 void NodeMembership::store_answered() {
@@ -200,7 +200,7 @@ void NodeMembership::run_requests() {
   RoundProtocol protocol(client, settings_);
   try {
     client.connect();
-    protocol.check_job();
+    protocol.check_job(self_);
   } catch (const StoreError& error) {
     return fail(std::string(error.what()) + (settings_.is_static
                                                  ? " (node 0 hosts it at --master-addr:--master-port)"
@@ -219,6 +219,8 @@ void NodeMembership::run_requests() {
     }
     try {
       request(protocol);
+    } catch (const RoundFailed& error) {
+      return fail(error.what(), /*told_to_every_node=*/true);
     } catch (const RendezvousError& error) {
       return fail(error.what());
     } catch (const StoreError& error) {

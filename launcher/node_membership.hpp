@@ -35,7 +35,9 @@ class NodeMembership {
   struct Events {
     std::function<void(rendezvous::RoundDecision)> on_round;  ///< a round this node is in has formed
     std::function<void(int round, rendezvous::RoundEnd)> on_round_end;  ///< the watched round ended
-    std::function<void(std::string)> on_error;  ///< the rendezvous failed; the job cannot go on here
+    /// The rendezvous failed; the job cannot go on here. `told_to_every_node`: the store holds
+    /// the same error for the other nodes (a round whose decision is an error), who still read it.
+    std::function<void(std::string message, bool told_to_every_node)> on_error;
   };
 
   /// Starts the threads; the requests thread connects to `store` first (retrying for the join
@@ -77,7 +79,7 @@ class NodeMembership {
   void submit(Request request);
   /// Posts `handler` to the agent's loop unless this object is going away.
   void post(std::function<void()> handler);
-  void fail(const std::string& message);
+  void fail(const std::string& message, bool told_to_every_node = false);
   /// On the agent's loop: the store answered; lost unless it answers again within read_timeout.
   void store_answered();
   rendezvous::StoreClientOptions client_options(std::chrono::milliseconds connect_timeout,

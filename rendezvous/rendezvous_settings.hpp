@@ -14,6 +14,9 @@ struct RendezvousSettings {
   int min_nodes = 1;
   int max_nodes = 1;
   int static_rank = -1;  ///< static only: this node's --node-rank
+  /// --max-restarts: part of the job's shape (job_shape.hpp), since every node must count restarts
+  /// alike; not a rendezvous rule otherwise.
+  int max_restarts = 0;
 
   /// c10d: how long a node waits for its round to form before it gives up.
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};

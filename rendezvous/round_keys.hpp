@@ -12,12 +12,16 @@ class RoundKeys {
 
   /// The newest round that may still be open (decimal text); moves forward with COMPARE_SET.
   std::string current_round() const { return prefix_ + "round"; }
-  /// The job's shape ("static 3:3" / "c10d 2:4"), set by the first node; the others must match it.
+  /// The job's shape (job_shape.hpp: backend, --nnodes, --max-restarts, who set it), set by the
+  /// hosting agent before anyone connects, else by the first node; the others must match it.
   std::string job_shape() const { return prefix_ + "shape"; }
   /// ADD counter: how many nodes took a join slot in `round`.
   std::string join_count(int round) const { return at(round) + "joins"; }
   /// The NodeInfo of the node in join slot `slot`, or kClosedMarker (see RoundProtocol).
   std::string join_slot(int round, int slot) const { return at(round) + "join/" + std::to_string(slot); }
+  /// Static: the NodeInfo of the node that holds --node-rank `rank` in `round`, set once with
+  /// COMPARE_SET before it takes a join slot; a second node with that rank is turned away.
+  std::string static_rank(int round, int rank) const { return at(round) + "rank/" + std::to_string(rank); }
   /// The RoundDecision, set once with COMPARE_SET by whoever closes the round.
   std::string decision(int round) const { return at(round) + "decision"; }
   /// The RoundEnd, set once with COMPARE_SET by whoever ends the round first.

@@ -31,17 +31,6 @@ milliseconds left_until(Clock::time_point deadline) {
   return std::max(left, milliseconds(1));
 }
 
-std::string shape_of(const RendezvousSettings& settings) {
-  std::string shape = settings.is_static ? "static" : "c10d";
-  shape += " --nnodes=";
-  shape += std::to_string(settings.min_nodes);
-  if (!settings.is_static) {
-    shape += ':';
-    shape += std::to_string(settings.max_nodes);
-  }
-  return shape;
-}
-
 /// "a, b, c" one item at a time.
 void append_listed(std::string& list, const std::string& item) {
   if (!list.empty()) list += ", ";
@@ -53,7 +42,7 @@ void append_listed(std::string& list, const std::string& item) {
 RoundProtocol::RoundProtocol(StoreClient& store, RendezvousSettings settings)
     : store_(store), settings_(std::move(settings)), keys_(settings_.run_id) {}
 
-void RoundProtocol::check_job() {
+void RoundProtocol::check_job(const NodeInfo& self) {
   if (store_.check({kHostedRunIdKey})) {
     std::string hosted = store_.get(kHostedRunIdKey);
     if (hosted != settings_.run_id) {
@@ -62,12 +51,28 @@ void RoundProtocol::check_job() {
                             "--rdzv-id, and different jobs on different endpoints");
     }
   }
-  std::string mine = shape_of(settings_);
-  std::string stands = store_.compare_set(keys_.job_shape(), "", mine);
-  if (stands != mine) {
-    throw RendezvousError("job '" + settings_.run_id + "' runs as " + stands + ", but this node was started as " +
-                          mine + ": start every node with the same --nnodes and --rdzv-backend");
-  }
+  const JobShape mine = job_shape_of(settings_, self);
+  const std::string encoded = encode_job_shape(mine);
+  const std::string recorded = store_.compare_set(keys_.job_shape(), "", encoded);
+  if (recorded == encoded) return;
+  const JobShape stands = decode_job_shape(recorded);
+  const std::string mismatch = job_shape_mismatch(stands, mine);
+  if (mismatch.empty()) return;
+  // A static job cannot form without this node: the others would wait out the timeout for it.
+  if (stands.is_static) fail_forming_round(stands, mismatch);
+  throw RendezvousError(mismatch);
+}
+
+void RoundProtocol::fail_forming_round(const JobShape& job, const std::string& why) {
+  const int round = current_round();
+  RoundDecision failed;
+  failed.round = round;
+  failed.error = why;
+  const std::string mine = encode_decision(failed);
+  // A round that formed runs on without this node; one failed by another node already woke its nodes.
+  if (store_.compare_set(keys_.decision(round), "", mine) != mine) return;
+  // Nodes with fewer than MIN in sleep on the MIN-th join slot, the others on the decision.
+  store_.compare_set(keys_.join_slot(round, job.min_nodes - 1), "", kClosedMarker);
 }
 
 int RoundProtocol::current_round() {
@@ -109,12 +114,12 @@ RoundDecision RoundProtocol::join(const NodeInfo& self) {
       continue;
     }
     if (auto decision = read_decision(round)) {
-      if (!decision->error.empty()) throw RendezvousError(decision->error);
+      if (!decision->error.empty()) throw RoundFailed(decision->error);
       wait_as_late_node(round, self, deadline);
       continue;
     }
     if (auto decision = join_open_round(round, self, deadline)) {
-      if (!decision->error.empty()) throw RendezvousError(decision->error);
+      if (!decision->error.empty()) throw RoundFailed(decision->error);
       return *decision;
     }
   }
@@ -124,6 +129,7 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
                                                             Clock::time_point deadline) {
   const int min = settings_.min_nodes;
   const int max = settings_.max_nodes;
+  if (settings_.is_static) claim_static_rank(round, self);
   const int slot = static_cast<int>(store_.add(keys_.join_count(round), 1)) - 1;
   if (slot >= max) {
     // The round is full: this node waits for it to close, then for its end (join() goes on).
@@ -196,6 +202,16 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
   }
 }
 
+void RoundProtocol::claim_static_rank(int round, const NodeInfo& self) {
+  const std::string mine = encode_node(self);
+  const std::string stands = store_.compare_set(keys_.static_rank(round, self.static_rank), "", mine);
+  if (stands == mine) return;
+  const NodeInfo holder = decode_node(stands);
+  if (holder.id == self.id) return;  // this node's own claim, from an earlier look at the round
+  throw RendezvousError(rank_taken_message(self.static_rank, holder,
+                                           "joined round " + std::to_string(round) + " of job '" + settings_.run_id + "' first"));
+}
+
 std::vector<NodeInfo> RoundProtocol::read_joins(int round, int count) {
   std::vector<std::string> slots;
   for (int i = 0; i < count; ++i) slots.push_back(keys_.join_slot(round, i));
@@ -254,12 +270,29 @@ void RoundProtocol::wait_as_late_node(int round, const NodeInfo& self, Clock::ti
     return;
   }
   // Full (or static, where a node comes back by rejoining): wait for the running round to end.
-  try {
-    store_.wait({keys_.end(round)}, left_until(deadline));
-  } catch (const StoreTimeout&) {
-    throw RendezvousError("round " + std::to_string(round) + " of job '" + settings_.run_id + "' has all " +
-                          std::to_string(settings_.max_nodes) + " nodes it can take and ran for the whole " +
-                          describe_duration(settings_.join_deadline()) + " this node waited for a place");
+  // Static: a node of the round holds this node's --node-rank. While its heartbeat goes on, this
+  // node is a duplicate; a silent one is a dead node that this node replaces once the round ends.
+  const NodeInfo* holder = decision && settings_.is_static ? other_holder_of_rank(decision->nodes, self) : nullptr;
+  const std::int64_t holder_beat = holder ? read_beats({holder->id}).front() : -1;
+  for (;;) {
+    auto wake = holder ? std::min(deadline, Clock::now() + settings_.keep_alive_interval) : deadline;
+    try {
+      store_.wait({keys_.end(round)}, left_until(wake));
+      return;
+    } catch (const StoreTimeout&) {
+      if (Clock::now() >= deadline) {
+        throw RendezvousError("round " + std::to_string(round) + " of job '" + settings_.run_id + "' has all " +
+                              std::to_string(settings_.max_nodes) + " nodes it can take and ran for the whole " +
+                              describe_duration(settings_.join_deadline()) + " this node waited for a place");
+      }
+    }
+    if (!holder) continue;
+    const std::int64_t beat = read_beats({holder->id}).front();
+    if (beat >= 0 && beat != holder_beat) {
+      throw RendezvousError(rank_taken_message(self.static_rank, *holder,
+                                               "runs in round " + std::to_string(round) + " of job '" +
+                                                   settings_.run_id + "' and is alive (its heartbeat goes on)"));
+    }
   }
 }
 

@@ -16,11 +16,17 @@
 /// A node that arrives while a round runs ends it with `joined` (scale up) when the round has room,
 /// else waits for its end; then it joins the next round. A round that ended with `finished` or
 /// `fatal` is closed for good: a late node gets RendezvousClosed naming the job's end.
+///
+/// Static jobs need every node, each with its own --node-rank: a node claims its rank per round
+/// (COMPARE_SET) before it takes a join slot, so a second node with that rank is turned away at
+/// once instead of filling a slot; and a node whose shape disagrees fails the forming round, so that
+/// the nodes already waiting for it learn why instead of waiting out the timeout.
 #include <chrono>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "job_shape.hpp"
 #include "rendezvous_error.hpp"
 #include "rendezvous_settings.hpp"
 #include "round_keys.hpp"
@@ -29,18 +35,29 @@
 
 namespace ddprun::rendezvous {
 
+/// The round failed every node that joined it: its decision carries the error (a job shape or a
+/// --node-rank conflict), and every other node reads the same message from the store; the agent
+/// that hosts the store keeps serving it until they have.
+struct RoundFailed : RendezvousError {
+  using RendezvousError::RendezvousError;
+};
+
 class RoundProtocol {
  public:
   /// `store` must outlive this object; calls on it are this object's only I/O.
   RoundProtocol(StoreClient& store, RendezvousSettings settings);
 
   /// Checks that the store serves this job (the hosting agent's run id, if one hosts it) and that
-  /// every node runs the same job shape; throws RendezvousError saying what differs.
-  void check_job();
+  /// `self` has the job's shape (job_shape.hpp), recording it when it is the first; throws
+  /// RendezvousError naming both nodes and what differs. In a static job, a node that disagrees
+  /// also fails the round being formed, with the same message, for the nodes that wait in it.
+  void check_job(const NodeInfo& self);
 
   /// Joins the newest open round as `self` and blocks until it closes. Returns the decision, which
   /// includes `self`. Throws RendezvousError on the join deadline ("joined: A, B; waiting for 1 more
-  /// node (MIN 3)"), RendezvousClosed when the job has ended, and StoreError when the store fails.
+  /// node (MIN 3)") and when another live node holds `self`'s --node-rank ("node rank 1 is taken
+  /// by ..."), RoundFailed when the round's decision is an error, RendezvousClosed when the job has
+  /// ended, and StoreError when the store fails.
   RoundDecision join(const NodeInfo& self);
 
   /// Ends `round` with `end` unless it has ended already; returns the end that stands (the first).
@@ -79,11 +96,18 @@ class RoundProtocol {
     std::vector<std::string> expected_ids;
   };
   Carried carried_into(int round);
+  /// Static: takes `self`'s --node-rank in `round`, or throws RendezvousError naming the node that
+  /// took it first.
+  void claim_static_rank(int round, const NodeInfo& self);
+  /// Fails the round being formed with `why` (a decision that is an error), waking the nodes that
+  /// wait in it; a round that formed already stands. `job`: the shape those nodes run.
+  void fail_forming_round(const JobShape& job, const std::string& why);
   /// Closes `round` with `joined` unless another node closed it first; returns the decision that
   /// stands, and puts the closed marker into the first free join slot from `count` on.
   RoundDecision close(int round, int count, const std::vector<NodeInfo>& joined, int restart_count);
   [[noreturn]] void throw_join_timeout(int round, int count);
-  /// Waits, as a late node, until `round` (running, full) ends.
+  /// Waits, as a late node, until `round` (running, full) ends. Static: throws RendezvousError when
+  /// the node of the round that holds `self`'s --node-rank is alive (its heartbeat goes on).
   void wait_as_late_node(int round, const NodeInfo& self, std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void throw_closed(int round, const RoundEnd& end);
 

@@ -192,4 +192,17 @@ RoundDecision decide_round(int round, int restart_count, const std::vector<NodeI
   return is_static ? decide_static(std::move(decision), joined) : decide_dynamic(std::move(decision), joined);
 }
 
+const NodeInfo* other_holder_of_rank(const std::vector<NodeInfo>& nodes, const NodeInfo& self) {
+  if (self.static_rank < 0) return nullptr;
+  for (const auto& node : nodes) {
+    if (node.static_rank == self.static_rank && node.id != self.id) return &node;
+  }
+  return nullptr;
+}
+
+std::string rank_taken_message(int rank, const NodeInfo& holder, const std::string& how) {
+  return "node rank " + std::to_string(rank) + " is taken by " + holder.describe() + ", which " + how +
+         ": give each node of the job its own --node-rank";
+}
+
 }  // namespace ddprun::rendezvous

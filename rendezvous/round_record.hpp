@@ -79,4 +79,12 @@ RoundEnd decode_end(std::string_view text);
 /// then join order. Deterministic: every node that computes it from the same joins gets the same.
 RoundDecision decide_round(int round, int restart_count, const std::vector<NodeInfo>& joined, bool is_static);
 
+/// Static: the node of `nodes` that holds `self`'s --node-rank and is another agent (another id),
+/// or nullptr. Such a node makes `self` a duplicate, unless it is a dead node `self` replaces.
+const NodeInfo* other_holder_of_rank(const std::vector<NodeInfo>& nodes, const NodeInfo& self);
+
+/// "node rank 1 is taken by a (10.0.0.1), which <how>: give each node of the job its own
+/// --node-rank", the refusal of a second node started with the same --node-rank.
+std::string rank_taken_message(int rank, const NodeInfo& holder, const std::string& how);
+
 }  // namespace ddprun::rendezvous

@@ -2,6 +2,7 @@
 /// connection, as agents on several machines would be.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <thread>
@@ -42,6 +43,13 @@ class RoundProtocolTest : public ::testing::Test {
     return settings;
   }
 
+  RendezvousSettings static_job(int nnodes) const {
+    RendezvousSettings settings = dynamic(nnodes, nnodes);
+    settings.is_static = true;
+    settings.timeout = 20s;  // a static node's join deadline
+    return settings;
+  }
+
   static NodeInfo node(const std::string& id, int nproc = 1, int static_rank = -1) {
     NodeInfo info;
     info.id = id;
@@ -59,7 +67,7 @@ class RoundProtocolTest : public ::testing::Test {
       joins.push_back(std::async(std::launch::async, [this, settings, info] {
         auto store = client();
         RoundProtocol protocol(*store, settings);
-        protocol.check_job();
+        protocol.check_job(info);
         return protocol.join(info);
       }));
     }
@@ -90,19 +98,122 @@ TEST_F(RoundProtocolTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
   }
 }
 
-TEST_F(RoundProtocolTest, StaticNodesWithTheSameRankFailEveryNode) {
-  RendezvousSettings settings = dynamic(2, 2);
-  settings.is_static = true;
-  EXPECT_THROW(
-      {
-        try {
-          join_all(settings, {node("a", 1, 1), node("b", 1, 1)});
-        } catch (const RendezvousError& error) {
-          EXPECT_NE(std::string(error.what()).find("--node-rank=1"), std::string::npos) << error.what();
-          throw;
-        }
-      },
-      RendezvousError);
+/// What `join` throws as a RendezvousError; fails the test when it returns instead.
+template <class Join>
+std::string rendezvous_error_of(Join join) {
+  try {
+    join();
+    ADD_FAILURE() << "joined";
+  } catch (const RendezvousError& error) {
+    return error.what();
+  }
+  return {};
+}
+
+TEST_F(RoundProtocolTest, ASecondNodeWithATakenStaticRankIsTurnedAwayAtOnceAndTheRoundFormsWithoutIt) {
+  RendezvousSettings settings = static_job(2);
+  auto holder = std::async(std::launch::async, [&] {
+    auto store = client();
+    return RoundProtocol(*store, settings).join(node("a", 1, 1));
+  });
+  auto store = client();
+  RoundProtocol protocol(*store, settings);
+  store->wait({protocol.keys().join_slot(0, 0)});  // a holds rank 1 and waits in round 0
+  std::string refused = rendezvous_error_of([&] { protocol.join(node("b", 1, 1)); });
+  EXPECT_EQ(refused,
+            "node rank 1 is taken by host-a (127.0.0.1), which joined round 0 of job 'job' first: give each node of "
+            "the job its own --node-rank");
+  // The job goes on: the node that was missing forms the round with the holder.
+  auto decisions = join_all(settings, {node("c", 1, 0)});
+  EXPECT_EQ(ids_of(decisions.front()), (std::vector<std::string>{"c", "a"}));
+  EXPECT_EQ(ids_of(holder.get()), (std::vector<std::string>{"c", "a"}));
+}
+
+TEST_F(RoundProtocolTest, ASecondNodeWithAStaticRankInARunningRoundIsTurnedAwayWhileItsHolderBeats) {
+  RendezvousSettings settings = static_job(2);
+  settings.keep_alive_interval = 100ms;
+  auto first = join_all(settings, {node("a", 1, 0), node("b", 1, 1)}).front();
+  // b's keep-alive, as its agent runs it.
+  std::atomic<bool> beating{true};
+  auto keep_alive = std::async(std::launch::async, [&] {
+    auto store = client();
+    RoundProtocol protocol(*store, settings);
+    for (std::int64_t counter = 1; beating; ++counter) {
+      protocol.beat("b", counter);
+      std::this_thread::sleep_for(settings.keep_alive_interval / 2);
+    }
+  });
+  auto store = client();
+  std::string refused = rendezvous_error_of([&] { RoundProtocol(*store, settings).join(node("b2", 1, 1)); });
+  beating = false;
+  keep_alive.get();
+  EXPECT_EQ(refused,
+            "node rank 1 is taken by host-b (127.0.0.1), which runs in round 0 of job 'job' and is alive (its "
+            "heartbeat goes on): give each node of the job its own --node-rank");
+  EXPECT_FALSE(store->check({RoundProtocol(*store, settings).keys().end(first.round)})) << "the round runs on";
+}
+
+TEST_F(RoundProtocolTest, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAndTakesItsPlace) {
+  RendezvousSettings settings = static_job(2);
+  settings.keep_alive_interval = 100ms;
+  auto first = join_all(settings, {node("a", 1, 0), node("b", 1, 1)}).front();
+  // b died without a word: its heartbeat stays put. Its replacement waits for the round to end.
+  auto replacement = std::async(std::launch::async, [&] {
+    auto store = client();
+    return RoundProtocol(*store, settings).join(node("b2", 1, 1));
+  });
+  EXPECT_EQ(replacement.wait_for(5 * settings.keep_alive_interval), std::future_status::timeout)
+      << "the replacement of a silent node was turned away, or joined a running round";
+  auto store = client();
+  RoundProtocol(*store, settings).end_round(first.round, RoundEnd{EndKind::lost, "b", "b stopped heart-beating"});
+  auto second = join_all(settings, {node("a", 1, 0)}).front();
+  EXPECT_EQ(ids_of(second), (std::vector<std::string>{"a", "b2"}));
+  EXPECT_EQ(ids_of(replacement.get()), (std::vector<std::string>{"a", "b2"}));
+}
+
+TEST_F(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoeverCameFirst) {
+  // The node that records the shape fixes it: the message names it and the disagreeing node, both
+  // values, and reaches the nodes that already wait in the round.
+  struct Case {
+    const char* what;
+    int first_nnodes;
+    int second_nnodes;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {"the disagreeing node second", 2, 3,
+       "node rank 1 on host-b (127.0.0.1) says --nnodes=3, but this job was started with --nnodes=2 by node rank 0 "
+       "on host-a (127.0.0.1): start every node of a job with the same --nnodes"},
+      {"the disagreeing node first", 3, 2,
+       "node rank 1 on host-b (127.0.0.1) says --nnodes=2, but this job was started with --nnodes=3 by node rank 0 "
+       "on host-a (127.0.0.1): start every node of a job with the same --nnodes"},
+  };
+  int job = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    RendezvousSettings first = static_job(c.first_nnodes);
+    first.run_id = "shape" + std::to_string(job++);
+    RendezvousSettings second = static_job(c.second_nnodes);
+    second.run_id = first.run_id;
+    auto waiting = std::async(std::launch::async, [&] {
+      auto store = client();
+      RoundProtocol protocol(*store, first);
+      protocol.check_job(node("a", 1, 0));
+      return rendezvous_error_of([&] { protocol.join(node("a", 1, 0)); });
+    });
+    auto store = client();
+    RoundProtocol protocol(*store, second);
+    store->wait({protocol.keys().join_slot(0, 0)});  // a waits in round 0
+    EXPECT_EQ(rendezvous_error_of([&] { protocol.check_job(node("b", 1, 1)); }), c.expected);
+    EXPECT_EQ(waiting.get(), c.expected);
+    // A node that agrees with the job and comes later reads the same.
+    EXPECT_EQ(rendezvous_error_of([&] {
+                RoundProtocol late(*store, first);
+                late.check_job(node("c", 1, 1));
+                late.join(node("c", 1, 1));
+              }),
+              c.expected);
+  }
 }
 
 TEST_F(RoundProtocolTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) {
@@ -213,16 +324,34 @@ TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
 
 TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
   auto store = client();
-  RoundProtocol(*store, dynamic(2, 4)).check_job();
-  EXPECT_THROW(RoundProtocol(*store, dynamic(2, 3)).check_job(), RendezvousError);
+  RoundProtocol(*store, dynamic(2, 4)).check_job(node("a"));
+  RoundProtocol(*store, dynamic(2, 4)).check_job(node("b"));
+  EXPECT_EQ(rendezvous_error_of([&] { RoundProtocol(*store, dynamic(2, 3)).check_job(node("c")); }),
+            "node host-c (127.0.0.1) says --nnodes=2:3, but this job was started with --nnodes=2:4 by node host-a "
+            "(127.0.0.1): start every node of a job with the same --nnodes");
+  RendezvousSettings restarts = dynamic(2, 4);
+  restarts.max_restarts = 3;
+  EXPECT_EQ(rendezvous_error_of([&] { RoundProtocol(*store, restarts).check_job(node("d")); }),
+            "node host-d (127.0.0.1) says --max-restarts=3, but this job was started with --max-restarts=0 by node "
+            "host-a (127.0.0.1): start every node of a job with the same --max-restarts");
 
   store->set(kHostedRunIdKey, "other");
   try {
-    RoundProtocol(*store, dynamic(2, 4)).check_job();
+    RoundProtocol(*store, dynamic(2, 4)).check_job(node("a"));
     FAIL() << "joined the store of job 'other'";
   } catch (const RendezvousError& error) {
     EXPECT_NE(std::string(error.what()).find("'other', not 'job'"), std::string::npos) << error.what();
   }
+}
+
+TEST_F(RoundProtocolTest, AC10dNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
+  // c10d rounds can form without it: only the disagreeing node fails.
+  RendezvousSettings settings = dynamic(2, 2);
+  auto store = client();
+  RoundProtocol(*store, settings).check_job(node("a"));
+  EXPECT_NE(rendezvous_error_of([&] { RoundProtocol(*store, dynamic(2, 3)).check_job(node("x")); }), "");
+  auto decisions = join_all(settings, {node("a"), node("b")});
+  EXPECT_EQ(decisions.front().nodes.size(), 2U);
 }
 
 TEST_F(RoundProtocolTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {

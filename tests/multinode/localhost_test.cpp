@@ -40,11 +40,6 @@ std::vector<std::string> c10d_node(const std::string& nnodes, int port, const st
           "--rdzv_conf=" + conf};
 }
 
-std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 std::vector<std::string> plain_sgd_command() { return concat({plain_sgd_binary()}, plain_sgd_args()); }
 
 /// Starts one agent per argument list, waits for all of them, returns name -> outcome.

@@ -37,6 +37,22 @@ inline std::string plain_sgd_missing(const std::string& out, int world) {
   return missing;
 }
 
+/// `a` followed by `b`: a node's flags, then its program.
+inline std::vector<std::string> concat(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// The flags of a static node with one worker on 127.0.0.1, node 0 hosting the store on `port`.
+inline std::vector<std::string> static_flags(int nnodes, int node_rank, int port, const std::string& rdzv_conf) {
+  return {"--nnodes=" + std::to_string(nnodes),
+          "--node_rank=" + std::to_string(node_rank),
+          "--master_addr=127.0.0.1",
+          "--master_port=" + std::to_string(port),
+          "--nproc_per_node=1",
+          "--rdzv_conf=" + rdzv_conf};
+}
+
 /// Writes an executable /bin/sh script `name` (no .py: ddprun execs it directly) into `dir`.
 inline std::string write_script(const TempDir& dir, const std::string& name, const std::string& body) {
   auto path = dir.path() / name;
@@ -46,6 +62,17 @@ inline std::string write_script(const TempDir& dir, const std::string& name, con
   }
   ::chmod(path.c_str(), 0755);
   return path.string();
+}
+
+/// A worker that says it started (DIR/started_<RANK>) and waits, at most 2 minutes, for DIR/go the
+/// first time it runs on its rank; when it runs again (a new round), it exits 0 at once.
+inline std::string wait_for_go_worker(const TempDir& dir) {
+  const std::string d = "\"" + dir.str() + "\"";
+  return write_script(dir, "wait_for_go",
+                      "[ -e " + d + "/started_$RANK ] && exit 0\n"
+                      "touch " + d + "/started_$RANK\n"
+                      "i=0; while [ ! -e " + d + "/go ] && [ $i -lt 2400 ]; do sleep 0.05; i=$((i+1)); done\n"
+                      "exit 0\n");
 }
 
 /// Waits until every one of `names` exists in `dir`; returns whether they all did within `timeout`.

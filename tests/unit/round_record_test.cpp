@@ -271,3 +271,35 @@ TEST(RoundDecisionRanks, WorldSizeAndRankBaseWithUnevenNproc) {
   EXPECT_EQ(decision.group_rank_of("nobody"), -1);
   EXPECT_EQ(RoundDecision{}.world_size(), 0);
 }
+
+TEST(StaticRankHolder, AnotherAgentWithTheSameRankHoldsIt) {
+  const std::vector<NodeInfo> round = {node("a", -1, 0), node("b", -1, 1), node("c", -1, 2)};
+  struct Case {
+    NodeInfo self;
+    const char* holder;  // nullptr: none
+  };
+  const std::vector<Case> cases = {
+      {node("b", -1, 1), nullptr},  // itself, back in the round
+      {node("b2", -1, 1), "b"},     // a second agent started with --node-rank=1
+      {node("d", -1, 3), nullptr},  // a rank nobody holds
+      {node("e", -1, -1), nullptr}, // dynamic: no static rank to hold
+  };
+  for (const auto& c : cases) {
+    const NodeInfo* holder = other_holder_of_rank(round, c.self);
+    if (!c.holder) {
+      EXPECT_EQ(holder, nullptr) << c.self.id;
+    } else {
+      ASSERT_NE(holder, nullptr) << c.self.id;
+      EXPECT_EQ(holder->id, c.holder);
+    }
+  }
+}
+
+TEST(StaticRankHolder, RefusalNamesTheRankAndItsHolder) {
+  NodeInfo holder = node("a", -1, 1);
+  holder.host_name = "gpu1";
+  holder.addr = "10.0.0.1";
+  EXPECT_EQ(rank_taken_message(1, holder, "joined round 0 of job 'j' first"),
+            "node rank 1 is taken by gpu1 (10.0.0.1), which joined round 0 of job 'j' first: give each node of the "
+            "job its own --node-rank");
+}
