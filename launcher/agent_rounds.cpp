@@ -140,6 +140,7 @@ void Agent::start_rendezvous() {
     if (told_to_every_node) linger_store_ = true;
     on_rendezvous_error(message);
   };
+  events.on_warning = [](const std::string& line) { print_line("warning: " + line); };
   membership_ = std::make_unique<NodeMembership>(io_, settings, store, token, self, std::move(events));
 }
 

@@ -42,6 +42,16 @@ class ClientRegistration {
   StoreClient& client_;
 };
 
+/// "a (10.0.0.1)" for each of `ids` in `round`.
+std::vector<std::string> describe_nodes(const RoundDecision& round, const std::vector<std::string>& ids) {
+  std::vector<std::string> described;
+  for (const auto& id : ids) {
+    int rank = round.group_rank_of(id);
+    described.push_back(rank >= 0 ? round.nodes.at(static_cast<std::size_t>(rank)).describe() : id);
+  }
+  return described;
+}
+
 }  // namespace
 
 NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings, Endpoint store,
@@ -52,6 +62,7 @@ NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings
       token_(std::move(token)),
       self_(std::move(self)),
       events_(std::move(events)),
+      stall_watch_(settings_.heartbeat_timeout),
       store_silence_(io) {
   requests_thread_ = std::thread([this] { run_requests(); });
   watcher_thread_ = std::thread([this] { run_watcher(); });
@@ -100,13 +111,30 @@ void NodeMembership::fail(const std::string& message, bool told_to_every_node) {
   post([this, message, told_to_every_node] { events_.on_error(message, told_to_every_node); });
 }
 
+void NodeMembership::warn(const std::string& line) {
+  post([this, line] {
+    if (events_.on_warning) events_.on_warning(line);
+  });
+}
+
 void NodeMembership::store_answered() {
-  store_silence_.expires_after(settings_.read_timeout);
-  store_silence_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
-    if (ec || !*alive) return;
+  const auto since = Clock::now();
+  store_answered_at_ = since;
+  store_silence_.expires_at(since + settings_.read_timeout);
+  store_silence_.async_wait([this, alive = alive_, since](const boost::system::error_code& ec) {
+    // An answer that came after this timer had expired, but before this handler ran, re-armed it.
+    if (ec || !*alive || since != store_answered_at_) return;
     std::string last_error;
     {
       std::lock_guard lock(mutex_);
+      // This agent stood still, not the store: the keep-alive says so when it wakes, and the store
+      // gets a whole read_timeout to answer again.
+      if (stall_watch_.fired(since + settings_.read_timeout, Clock::now(), since)) {
+        asio::post(io_, [this, alive] {
+          if (*alive) store_answered();
+        });
+        return;
+      }
       last_error = last_store_error_;
     }
     fail("lost the rendezvous store at " + store_address() + ": no answer for " + describe_duration(settings_.read_timeout) +
@@ -136,6 +164,7 @@ void NodeMembership::watch(const RoundDecision& decision) {
   {
     std::lock_guard lock(mutex_);
     watched_ = decision;
+    watched_since_ = Clock::now();
   }
   wake_.notify_all();
 }
@@ -245,6 +274,7 @@ void NodeMembership::run_watcher() {
     }
     try {
       RoundEnd end = protocol.wait_end(round, kEndWaitSlice);
+      if (end.kind == EndKind::lost && end.node == self_.id) end.message = dropped_message(end.message);
       failed_once = false;
       reported = round;
       post([this, round, end] { events_.on_round_end(round, end); });
@@ -271,30 +301,48 @@ void NodeMembership::run_keep_alive() {
   int reported_round = -1;
   for (;;) {
     std::optional<RoundDecision> round;
+    std::optional<StallWatch::Stall> stall;
     {
       std::unique_lock lock(mutex_);
       // Idle until the first round forms (join() wrote the first heartbeat); then every interval.
       if (counter == 0) {
         wake_.wait(lock, [this] { return stopping_ || watched_.has_value(); });
       } else {
+        stall_watch_.sleeping_until(Clock::now() + settings_.keep_alive_interval);
         wake_.wait_for(lock, settings_.keep_alive_interval, [this] { return stopping_; });
       }
       if (stopping_) return;
+      stall = stall_watch_.woke(Clock::now());
       round = watched_;
     }
     try {
       protocol.beat(self_.id, ++counter);
+      // The counters read below are the store's as of this moment or later: judged as of now, a
+      // stall of this agent inside the read cannot pass for the others' silence.
+      const auto looked = Clock::now();
       if (round->round != tracked_round) {
         std::vector<std::string> peers;
         for (const auto& node : round->nodes) {
           if (node.id != self_.id) peers.push_back(node.id);
         }
-        tracker.watch(peers, Clock::now());
+        tracker.watch(peers, looked);
         tracked_round = round->round;
       }
-      if (!tracker.watched().empty()) tracker.observe(protocol.read_beats(tracker.watched()), Clock::now());
+      if (!tracker.watched().empty()) tracker.observe(protocol.read_beats(tracker.watched()), looked);
       post([this] { store_answered(); });
-      auto lost = tracker.lost(Clock::now());
+      auto lost = tracker.lost(looked);
+      if (stall) {
+        // This agent stood still; the others may have been unable to beat meanwhile (the store may
+        // be this agent's): their silence so far proves nothing.
+        tracker.excuse_silence(looked);
+        bool untold = false;
+        {
+          std::lock_guard lock(mutex_);
+          untold = stall_watch_.claim_telling();
+        }
+        if (untold || !lost.empty()) warn(describe_own_stall(stall->length(), describe_nodes(*round, lost)));
+        lost.clear();
+      }
       if (!lost.empty() && reported_round != round->round) {
         reported_round = round->round;
         const NodeInfo& node = round->nodes.at(static_cast<std::size_t>(round->group_rank_of(lost.front())));
@@ -311,6 +359,18 @@ void NodeMembership::run_keep_alive() {
       return fail(error.what());
     }
   }
+}
+
+std::string NodeMembership::dropped_message(const std::string& message) {
+  std::optional<StallWatch::Stall> stall;
+  {
+    std::lock_guard lock(mutex_);
+    stall = stall_watch_.tell(watched_since_, Clock::now());
+  }
+  if (!stall) return "the other nodes dropped this agent: " + message;
+  // The keep-alive may have woken first and said how long already.
+  if (stall->told) return "the other nodes dropped this agent while it was unresponsive: " + message;
+  return describe_own_stall(stall->length(), {}) + ", and the other nodes dropped it: " + message;
 }
 
 }  // namespace ddprun::launcher

@@ -10,6 +10,9 @@
 ///    nodes'; a node silent for interval x max_attempt is dropped (its round is ended with `lost`).
 /// A store that has not answered a heartbeat for read_timeout is lost: a timer on the agent's loop,
 /// re-armed by every answered heartbeat, says so (on_error) however long a failing call blocks.
+/// Silence is only held against the others while this agent was itself running: when its own timers
+/// ran late by more than heartbeat_timeout (StallWatch: stopped, starved), the others' heartbeats
+/// and the store get a fresh start, and the messages say that this agent was unresponsive.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
@@ -26,6 +29,7 @@
 #include "rendezvous_settings.hpp"
 #include "round_protocol.hpp"
 #include "round_record.hpp"
+#include "stall_watch.hpp"
 #include "store_client.hpp"
 
 namespace ddprun::launcher {
@@ -38,6 +42,7 @@ class NodeMembership {
     /// The rendezvous failed; the job cannot go on here. `told_to_every_node`: the store holds
     /// the same error for the other nodes (a round whose decision is an error), who still read it.
     std::function<void(std::string message, bool told_to_every_node)> on_error;
+    std::function<void(std::string)> on_warning;  ///< one line worth telling the user (optional)
   };
 
   /// Starts the threads; the requests thread connects to `store` first (retrying for the join
@@ -80,8 +85,11 @@ class NodeMembership {
   /// Posts `handler` to the agent's loop unless this object is going away.
   void post(std::function<void()> handler);
   void fail(const std::string& message, bool told_to_every_node = false);
+  void warn(const std::string& line);
   /// On the agent's loop: the store answered; lost unless it answers again within read_timeout.
   void store_answered();
+  /// The message of a round end that drops this very node (the others saw it silent).
+  std::string dropped_message(const std::string& message);
   rendezvous::StoreClientOptions client_options(std::chrono::milliseconds connect_timeout,
                                                 std::chrono::milliseconds timeout) const;
 
@@ -98,9 +106,14 @@ class NodeMembership {
   bool failed_ = false;
   std::deque<Request> requests_;
   std::optional<rendezvous::RoundDecision> watched_;  ///< the round the watcher and keep-alive follow
+  std::chrono::steady_clock::time_point watched_since_;  ///< when watched_ was set
+  /// This agent's own stalls, as its keep-alive and store_silence_ find them.
+  rendezvous::StallWatch stall_watch_;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  ///< false once destruction began
   std::string last_store_error_;                                 ///< for the message when the store is lost
   boost::asio::steady_timer store_silence_;                      ///< on the agent's loop
+  /// When the store last answered (on the agent's loop): store_silence_ runs from then.
+  std::chrono::steady_clock::time_point store_answered_at_;
 
   /// The clients, so that the destructor can interrupt the calls they are blocked in.
   std::mutex clients_mutex_;

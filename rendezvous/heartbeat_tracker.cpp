@@ -1,5 +1,7 @@
 #include "heartbeat_tracker.hpp"
 
+#include <algorithm>
+
 namespace ddprun::rendezvous {
 
 void HeartbeatTracker::watch(const std::vector<std::string>& node_ids, Clock::time_point now) {
@@ -31,6 +33,10 @@ std::vector<std::string> HeartbeatTracker::lost(Clock::time_point now) const {
     if (it != seen_.end() && now - it->second.changed >= lost_after_) out.push_back(id);
   }
   return out;
+}
+
+void HeartbeatTracker::excuse_silence(Clock::time_point now) {
+  for (auto& [id, seen] : seen_) seen.changed = std::max(seen.changed, now);
 }
 
 }  // namespace ddprun::rendezvous

@@ -26,6 +26,11 @@ class HeartbeatTracker {
   /// The watched nodes whose counter has not changed for lost_after, as of `now`.
   std::vector<std::string> lost(Clock::time_point now) const;
 
+  /// This node was itself unresponsive until `now` (stall_watch.hpp): what it saw of the others
+  /// meanwhile proves nothing (the store may have been frozen with it), so every watched node counts
+  /// as seen `now`, and gets a whole lost_after to beat again.
+  void excuse_silence(Clock::time_point now);
+
   const std::vector<std::string>& watched() const { return order_; }
 
  private:

@@ -96,3 +96,27 @@ TEST(HeartbeatTracker, NodesNoLongerWatchedAreNotReported) {
   tracker.watch({}, t0 + 2s);
   EXPECT_EQ(tracker.lost(t0 + 1h), Strings{});
 }
+
+TEST(HeartbeatTracker, SilenceThisNodeDidNotWatchIsExcused) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a", "b"}, t0);
+  tracker.observe({1, 1}, t0 + 1s);
+  // This node stood still from 2 s to 40 s; the counters it reads after look unchanged, perhaps
+  // because the store stood still with it.
+  tracker.observe({1, 1}, t0 + 40s);
+  EXPECT_EQ(tracker.lost(t0 + 40s), (Strings{"a", "b"})) << "what an unexcused stall would blame";
+  tracker.excuse_silence(t0 + 40s);
+  EXPECT_EQ(tracker.lost(t0 + 40s), Strings{});
+  // Each gets a whole lost_after from then on, and no more.
+  tracker.observe({2, 1}, t0 + 45s);
+  EXPECT_EQ(tracker.lost(t0 + 40s + kLostAfter - 1ms), Strings{});
+  EXPECT_EQ(tracker.lost(t0 + 40s + kLostAfter), Strings{"b"});
+}
+
+TEST(HeartbeatTracker, ExcusingNeverMovesASeenChangeBack) {
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a"}, t0);
+  tracker.observe({5}, t0 + 30s);
+  tracker.excuse_silence(t0 + 10s);  // an older excuse
+  EXPECT_EQ(tracker.lost(t0 + 30s + kLostAfter - 1ms), Strings{});
+}
