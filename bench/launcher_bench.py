@@ -231,6 +231,74 @@ def bench_baseline(a):
     details("ddprun", d), details("baseline", b)
 
 
+def stop_latency_stalled_console(cmd):
+    """ms from SIGTERM to the launcher's exit while nobody reads its stdout and the workers flood it."""
+    r, w = os.pipe()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=w, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    os.close(w)
+    try:
+        time.sleep(1.5)  # the pipe is full long before: the launcher and the workers are stalled
+        t0 = time.perf_counter_ns()
+        proc.send_signal(signal.SIGTERM)
+        reap(proc, cmd, 60)
+        return ms(time.perf_counter_ns() - t0)
+    finally:
+        os.close(r)
+
+
+def bench_stalled_console(a):
+    """SIGTERM while the launcher's stdout is a pipe nobody reads and 2 workers print without end."""
+    ddp = [a.ddprun, "--standalone", "--nproc-per-node", "2", "--no-python", "/usr/bin/yes"]
+    anc = [a.anchor, "--standalone", "--nproc_per_node", "2", "--no_python", "/usr/bin/yes"]
+    d, t = interleaved(a.stop_runs, a.stop_runs, lambda: stop_latency_stalled_console(ddp),
+                       lambda: stop_latency_stalled_console(anc))
+    summary("sigterm_stalled_console", d, t, "torchrun-anchor", "goal: acted on at once")
+    details("ddprun", d), details("torchrun-anchor", t)
+
+
+def running_with_argument(needle):
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                count += needle in Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                pass
+    return count
+
+
+def stop_latency_during_start(cmd, needle):
+    """ms from SIGTERM (sent once 50 workers run) to the launcher's exit, while more are starting."""
+    proc = start(cmd)
+    deadline = time.monotonic() + 120
+    while running_with_argument(needle) < 50:
+        if proc.poll() is not None or time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise BenchError(f"workers did not start: {' '.join(cmd)}")
+        time.sleep(0.01)
+    t0 = time.perf_counter_ns()
+    proc.send_signal(signal.SIGTERM)
+    reap(proc, cmd, 120)
+    took = ms(time.perf_counter_ns() - t0)
+    for _ in range(500):  # let the workers' deaths settle before the next run counts its own
+        if running_with_argument(needle) == 0:
+            break
+        time.sleep(0.01)
+    return took
+
+
+def bench_start_2000(a):
+    """SIGTERM during the start of 2,000 workers (/bin/sleep), sent once 50 of them run."""
+    needle = "2000.5"
+    ddp = [a.ddprun, "--standalone", "--nproc-per-node", "2000", "--no-python", "/bin/sleep", needle]
+    anc = [a.anchor, "--standalone", "--nproc_per_node", "2000", "--no_python", "/bin/sleep", needle]
+    d, t = interleaved(a.stop_runs, a.stop_runs, lambda: stop_latency_during_start(ddp, needle.encode()),
+                       lambda: stop_latency_during_start(anc, needle.encode()))
+    summary("sigterm_during_start_2000", d, t, "torchrun-anchor", "goal: acted on at once")
+    details("ddprun", d), details("torchrun-anchor", t)
+
+
 def cpu_once(cmd, sleep_s):
     """The launcher's own CPU time (ms) from its start until just before its workers end.
 
@@ -301,6 +369,8 @@ BENCHMARKS = {
     "restart_latency_8x": bench_restart,
     "idle_cpu_8x_sleep": bench_cpu,
     "baseline_launch_restart": bench_baseline,
+    "sigterm_stalled_console": bench_stalled_console,
+    "sigterm_during_start_2000": bench_start_2000,
 }
 
 
@@ -325,6 +395,7 @@ def main():
     p.add_argument("--baseline", default=env("DDPRUN_BASELINE", ""),
                    help="an earlier ddprun binary for the 'baseline' benchmark")
     p.add_argument("--baseline-runs", type=int, default=30)
+    p.add_argument("--stop-runs", type=int, default=3, help="runs of each sigterm_* benchmark")
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
 

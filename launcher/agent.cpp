@@ -382,12 +382,16 @@ void Agent::finish(int exit_status) {
   // them do: a paused pager gets them when it resumes. The wait never blocks the loop, so a signal
   // ends it: then the user wants ddprun gone, and a stalled console gets a moment only.
   console_->when_drained([this] { io_.stop(); });
-  if (phase_ == Phase::stopping_for_signal) {
-    finish_timer_.expires_after(std::chrono::seconds(1));
-    finish_timer_.async_wait([this](const boost::system::error_code& ec) {
-      if (!ec) io_.stop();
-    });
-  }
+  if (phase_ == Phase::stopping_for_signal) give_up_on_a_stalled_console();
+}
+
+void Agent::give_up_on_a_stalled_console() {
+  constexpr auto kStalled = std::chrono::milliseconds(200);
+  if (console_->out().stalled_for() >= kStalled || console_->err().stalled_for() >= kStalled) return io_.stop();
+  finish_timer_.expires_after(kStalled);
+  finish_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) give_up_on_a_stalled_console();  // still taking lines: they are worth the wait
+  });
 }
 
 }  // namespace ddprun::launcher

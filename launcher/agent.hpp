@@ -78,6 +78,8 @@ class Agent {
   void on_stop_signal(int signo);
   void on_group_done();
   void finish(int exit_status);
+  /// Ended by a signal: stops the loop once a console has taken nothing for a moment.
+  void give_up_on_a_stalled_console();
 
   // Multi-node rounds (agent_rounds.cpp).
   void start_rendezvous();

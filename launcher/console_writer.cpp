@@ -60,6 +60,7 @@ ConsoleWriter::~ConsoleWriter() {
 
 void ConsoleWriter::write(std::string_view bytes) {
   if (broken_ || bytes.empty()) return;
+  if (drained()) last_progress_ = std::chrono::steady_clock::now();  // the wait starts now
   if (mode_ == Mode::direct) {
     while (!bytes.empty()) {
       ssize_t n = ::write(fd_, bytes.data(), bytes.size());
@@ -111,6 +112,7 @@ void ConsoleWriter::start_write() {
 
 void ConsoleWriter::on_written(std::size_t n) {
   written_ += n;
+  if (n > 0) last_progress_ = std::chrono::steady_clock::now();
   if (written_ == writing_.size()) {
     writing_.clear();
     written_ = 0;

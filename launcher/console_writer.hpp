@@ -44,6 +44,11 @@ class ConsoleWriter {
   /// Nothing waits to be written (or the console is gone).
   bool drained() const { return queued() == 0; }
   std::size_t queued() const { return broken_ ? 0 : pending_.size() + writing_.size() - written_; }
+  /// How long bytes have waited without the console taking any (zero when nothing waits): a stop
+  /// gives up on a console stalled this long instead of waiting for it.
+  std::chrono::steady_clock::duration stalled_for() const {
+    return drained() ? std::chrono::steady_clock::duration::zero() : std::chrono::steady_clock::now() - last_progress_;
+  }
 
   /// Calls `resume` once, on the loop, when the queue has fallen to half the limit or the console is
   /// gone (its data then goes nowhere, so there is nothing to wait for).
@@ -67,6 +72,7 @@ class ConsoleWriter {
   std::string pending_;               ///< queued, not yet handed to a write
   std::string writing_;               ///< the write in flight, from `written_` on
   std::size_t written_ = 0;
+  std::chrono::steady_clock::time_point last_progress_ = std::chrono::steady_clock::now();
   bool write_in_flight_ = false;
   bool broken_ = false;
   std::vector<std::function<void()>> room_waiters_;

@@ -22,6 +22,9 @@ namespace {
 /// How long output may still arrive after a worker exited: a descendant that escaped the
 /// worker's process group (setsid) can hold the pipe open for ever, and must not hold up the job.
 constexpr std::chrono::seconds kOutputDrainTimeout{2};
+/// While the group is stopping, a console that has taken nothing for this long is stalled: the
+/// output still owed to it is dropped rather than holding up the stop.
+constexpr std::chrono::milliseconds kStalledConsole{200};
 
 constexpr std::size_t kReadChunk = 64 * 1024;
 
@@ -210,6 +213,8 @@ bool WorkerGroup::on_child_exit(pid_t pid, int wait_status) {
       if (ec || life.expired()) return;
       on_drain_timeout(keep);
     });
+    // Stopping: output owed to a console stalled for a while already is dropped now, not later.
+    if (stopping_) drop_if_console_stalled(*worker);
     handlers_.on_exit(WorkerExit{worker->local_rank, pid, torchrun_exitcode(wait_status),
                                  std::chrono::system_clock::now(), worker->stop_signal_sent, worker->kill_sent});
     maybe_done();
@@ -218,22 +223,31 @@ bool WorkerGroup::on_child_exit(pid_t pid, int wait_status) {
   return false;
 }
 
-void WorkerGroup::on_drain_timeout(const std::shared_ptr<Worker>& worker) {
-  bool waiting_for_console = false;
-  for (Stream* stream : {&worker->out, &worker->err}) {
-    if (!stream->open) continue;
-    if (stream->paused && !stopping_) {
-      waiting_for_console = true;  // a slow console, not an escaped descendant: its output is still due
-    } else if (stream->paused) {
-      close_stream(*worker, *stream);  // stopping, and nobody reads the console: drop the rest
+bool WorkerGroup::drop_if_console_stalled(Worker& worker) {
+  bool waiting = false;
+  for (Stream* stream : {&worker.out, &worker.err}) {
+    if (!stream->open || !stream->paused) continue;
+    if (stopping_ && stream->route.console->stalled_for() >= kStalledConsole) {
+      close_stream(worker, *stream);  // stopping, and nobody reads the console: drop the rest
     } else {
+      waiting = true;  // a console that takes what it gets: the output is still due
+    }
+  }
+  return waiting;
+}
+
+void WorkerGroup::on_drain_timeout(const std::shared_ptr<Worker>& worker) {
+  const bool waiting_for_console = drop_if_console_stalled(*worker);
+  for (Stream* stream : {&worker->out, &worker->err}) {
+    if (stream->open && !stream->paused) {
       boost::system::error_code ignored;
-      stream->pipe.cancel(ignored);  // the pending read completes with an error: stream closed
+      stream->pipe.cancel(ignored);  // an escaped descendant holds it: the read ends, the stream closes
     }
   }
   if (!waiting_for_console) return;
   std::weak_ptr<int> life = life_;
-  worker->drain_timer.expires_after(kOutputDrainTimeout);
+  worker->drain_timer.expires_after(stopping_ ? std::chrono::steady_clock::duration(kStalledConsole)
+                                              : std::chrono::steady_clock::duration(kOutputDrainTimeout));
   worker->drain_timer.async_wait([this, life, keep = worker](const boost::system::error_code& ec) {
     if (ec || life.expired()) return;
     on_drain_timeout(keep);

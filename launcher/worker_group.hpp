@@ -103,6 +103,9 @@ class WorkerGroup {
   void carry(Worker& worker, Stream& stream, std::string_view chunk, bool end);
   void write_to_file(Worker& worker, Stream& stream, const std::string& lines);
   void on_drain_timeout(const std::shared_ptr<Worker>& worker);
+  /// Stopping: closes the worker's paused streams whose console has stalled; true when a paused
+  /// stream is left to wait for its console.
+  bool drop_if_console_stalled(Worker& worker);
   void close_stream(Worker& worker, Stream& stream);
   void maybe_done();
 
