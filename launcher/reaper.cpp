@@ -1,7 +1,5 @@
 #include "reaper.hpp"
 
-#include "safe_kill.hpp"
-
 #include <dirent.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -13,6 +11,8 @@
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include "safe_kill.hpp"
 
 namespace ddprun::launcher {
 namespace {

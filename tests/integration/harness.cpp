@@ -12,6 +12,8 @@
 #include <sstream>
 #include <thread>
 
+#include "../support/free_port.hpp"
+
 extern char** environ;
 
 namespace ddprun::testing {
@@ -168,6 +170,12 @@ std::map<std::string, std::string> parse_env_file(const std::filesystem::path& p
     if (eq != std::string::npos) env[line.substr(0, eq)] = line.substr(eq + 1);
   }
   return env;
+}
+
+std::vector<std::string> one_node_job_flags(bool multi_node) {
+  if (!multi_node) return {"--standalone"};
+  return {"--nnodes=1:2", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port()),
+          "--rdzv-conf=last_call_timeout=0.2,join_timeout=30"};
 }
 
 bool process_alive(pid_t pid) {

@@ -73,6 +73,10 @@ Outcome run_ddprun(const std::vector<std::string>& args, const std::map<std::str
 /// Runs `argv` (which execs ddprun in the end) to its end.
 Outcome run_ddprun_via(const std::vector<std::string>& argv);
 
+/// The flags of a job on this node alone: `--standalone`, or (multi_node) a c10d agent that may be
+/// joined by one more node (--nnodes=1:2) and so runs rendezvous rounds, on a free loopback port.
+std::vector<std::string> one_node_job_flags(bool multi_node);
+
 /// Waits until `predicate` holds, up to `timeout`; returns whether it did.
 bool eventually(const std::function<bool()>& predicate, std::chrono::milliseconds timeout = std::chrono::seconds(20));
 

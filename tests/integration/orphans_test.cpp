@@ -8,7 +8,6 @@
 
 #include <thread>
 
-#include "../support/free_port.hpp"
 #include "harness.hpp"
 
 using namespace ddprun::testing;
@@ -58,15 +57,7 @@ TEST_P(NoOrphans, NothingAWorkerStartedSurvivesDdprun) {
   TempDir dir;
   constexpr int kWorkers = 2;
   std::vector<std::string> args{"--nproc-per-node", std::to_string(kWorkers), "--shutdown-timeout", "2"};
-  if (c.multi_node) {
-    for (const std::string& a : {std::string("--nnodes=1:2"), std::string("--rdzv-backend=c10d"),
-                                 "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port()),
-                                 std::string("--rdzv-conf=last_call_timeout=0.2,join_timeout=30")}) {
-      args.push_back(a);
-    }
-  } else {
-    args.push_back("--standalone");
-  }
+  for (const auto& flag : one_node_job_flags(c.multi_node)) args.push_back(flag);
   for (const std::string& a : {std::string("/bin/sh"), std::string("-c"), worker_script(dir.str())}) args.push_back(a);
   std::map<std::string, std::string> env;
   if (!c.cgroup) env["DDPRUN_JOB_CGROUP"] = "off";

@@ -7,7 +7,6 @@
 
 #include <thread>
 
-#include "../support/free_port.hpp"
 #include "harness.hpp"
 
 using namespace ddprun::testing;
@@ -50,15 +49,7 @@ TEST_P(OpenFileLimit, FailsWithAClearErrorSignalsNothingOutsideTheJobAndLeavesNo
                                 "/usr/bin/prlimit",
                                 "--nofile=" + std::to_string(limit.open_files) + ":" + std::to_string(limit.open_files),
                                 ddprun_binary(), "--nproc-per-node", std::to_string(limit.workers)};
-  if (limit.multi_node) {
-    for (const std::string& a : {std::string("--nnodes=1:2"), std::string("--rdzv-backend=c10d"),
-                                 "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port()),
-                                 std::string("--rdzv-conf=last_call_timeout=0.2")}) {
-      argv.push_back(a);
-    }
-  } else {
-    argv.push_back("--standalone");
-  }
+  for (const auto& flag : one_node_job_flags(limit.multi_node)) argv.push_back(flag);
   argv.push_back("/bin/sleep");
   argv.push_back("30");
   Launch launch(Launch::Command{argv});
