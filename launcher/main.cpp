@@ -3,6 +3,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <boost/system/system_error.hpp>
 #include <climits>
 #include <filesystem>
 #include <new>
@@ -65,6 +66,9 @@ int main(int argc, char** argv) {
   } catch (const std::filesystem::filesystem_error& error) {
     // The machine, not ddprun: a missing folder, a full disk, no permission.
     return fail(std::string(error.what()) + " (check that the folder exists, is writable and has room)",
+                kExitJobFailed);
+  } catch (const boost::system::system_error& error) {  // Asio's: a socket or descriptor the system refused
+    return fail(std::string(error.what()) + " (a system resource ran out or was refused: check ulimit -a)",
                 kExitJobFailed);
   } catch (const std::system_error& error) {
     return fail(std::string(error.what()) + " (a system resource ran out or was refused: check ulimit -a)",
