@@ -262,7 +262,7 @@ void Agent::after_round() {
   if (end.kind == EndKind::finished) return finish(kExitSuccess);
   if (end.kind == EndKind::fatal) {
     if (end.node == membership_->self().id && !failures_.empty()) {
-      write_all(STDERR_FILENO, format_failure_summary(plan_.config.program, failures_));
+      write_stderr(format_failure_summary(plan_.config.program, failures_));
     } else {
       print_line("the job failed: " + end.message);
     }
