@@ -56,7 +56,8 @@ int Agent::run() {
   if (lookup(plan_.env, "DDPRUN_JOB_CGROUP").value_or("") != "off") cgroup_ = JobCgroup::create();
   const std::string marker = new_guardian_marker();
   plan_.env[kGuardianMarkVariable] = marker;
-  guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
+  guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);  // outside the cgroup
+  if (cgroup_ && !cgroup_->join()) cgroup_.reset();  // the workers are born in it from now on
   console_.emplace(io_);
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
@@ -109,10 +110,11 @@ int Agent::run() {
 }
 
 void Agent::clean_up() {
-  // The guardian goes first: from here on the agent kills everything itself.
-  if (guardian_) guardian_->dismiss();
-  kill_remaining_children();
-  cgroup_.reset();  // kills what escaped into other sessions and was never our child, then removes it
+  kill_remaining_children(guardian_ ? guardian_->pid() : 0);
+  // What left our tree for good (under another subreaper): the cgroup still has it.
+  if (cgroup_) cgroup_->kill_all_but_this_process();
+  // The guardian stays until ddprun exits, and then only removes the cgroup.
+  if (guardian_) guardian_->mark_clean();
   console_.reset();  // ddprun's last lines (after run) are written directly
 }
 
@@ -218,9 +220,7 @@ void Agent::start_attempt() {
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
   };
-  SpawnSettings spawn_settings;
-  spawn_settings.cgroup_procs_fd = cgroup_ ? cgroup_->procs_fd() : -1;
-  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), spawn_settings);
+  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers));
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();

@@ -6,7 +6,6 @@
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
@@ -64,9 +63,14 @@ int kill_marked(std::string_view entry) {
   return killed;
 }
 
-/// The agent is gone: nothing it started may stay.
-void sweep(const std::string& cgroup_dir, const std::set<pid_t>& groups, const std::string& marker) {
+/// The agent is gone: nothing it started may stay. After a clean end only the cgroup is swept
+/// (exact: nothing else can be in it); the process groups and the marker are for a dead agent.
+void sweep(const std::string& cgroup_dir, const std::set<pid_t>& groups, const std::string& marker, bool clean) {
   if (!cgroup_dir.empty()) kill_cgroup(cgroup_dir);
+  if (clean) {
+    if (!cgroup_dir.empty()) remove_cgroup(cgroup_dir, std::chrono::milliseconds(2000));
+    return;
+  }
   for (pid_t pgid : groups) signal_process_group(pgid, SIGKILL);
   const std::string entry = std::string(kGuardianMarkVariable) + "=" + marker;
   // Repeated: a fork fan may start a new process between our look and our kill.
@@ -88,6 +92,7 @@ void sweep(const std::string& cgroup_dir, const std::set<pid_t>& groups, const s
   ::syscall(SYS_close_range, static_cast<unsigned>(kNoteFd + 1), ~0U, 0U);
 
   std::set<pid_t> groups;
+  bool clean = false;
   std::string pending;
   std::array<char, 4096> chunk{};
   while (true) {
@@ -98,8 +103,9 @@ void sweep(const std::string& cgroup_dir, const std::set<pid_t>& groups, const s
     std::size_t newline;
     while ((newline = pending.find('\n')) != std::string::npos) {
       std::string_view note(pending.data(), newline);
-      if (note.empty()) {
-        pending.erase(0, 1);
+      if (note == "c") clean = true;
+      if (note.empty() || note == "c") {
+        pending.erase(0, newline + 1);
         continue;
       }
       pid_t pgid = 0;
@@ -109,7 +115,7 @@ void sweep(const std::string& cgroup_dir, const std::set<pid_t>& groups, const s
       pending.erase(0, newline + 1);
     }
   }
-  sweep(cgroup_dir, groups, marker);
+  sweep(cgroup_dir, groups, marker, clean);
   ::_exit(0);
 }
 
@@ -143,7 +149,10 @@ std::unique_ptr<Guardian> Guardian::start(const std::string& cgroup_dir, const s
   return std::unique_ptr<Guardian>(new Guardian(pid, fds[1]));
 }
 
-Guardian::~Guardian() { dismiss(); }
+// The pipe is left open on purpose: the kernel closes it when this process exits, and only then may
+// the guardian act. Closed here, the guardian would kill the job's cgroup while the agent, in it,
+// still finishes (a lingering store, destructors), and so the agent itself.
+Guardian::~Guardian() = default;
 
 void Guardian::watch(pid_t pgid) { send("+" + std::to_string(pgid) + "\n"); }
 
@@ -164,15 +173,6 @@ void Guardian::send(std::string note) {
   }
 }
 
-void Guardian::dismiss() {
-  if (pipe_fd_ < 0) return;
-  // SIGKILL rather than a goodbye on the pipe: the guardian cannot sweep after it, and ddprun
-  // reaps it here at once instead of finding it again in its final sweep of /proc.
-  signal_process(pid_, SIGKILL);
-  ::close(pipe_fd_);
-  pipe_fd_ = -1;
-  while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {
-  }
-}
+void Guardian::mark_clean() { send("c\n"); }
 
 }  // namespace ddprun::launcher

@@ -4,13 +4,14 @@
 /// wrapper script's trainer, DataLoader processes or a setsid'd helper would survive a SIGKILLed
 /// agent without it.
 ///
-/// It holds the read end of a pipe whose write end only the agent holds. The agent tells it each
-/// worker's process group as it starts and stops, and SIGKILLs it when it has cleaned up itself.
-/// End of file while the guardian lives means the agent died, by whatever signal: the guardian
-/// then kills the job's cgroup, every worker process group it was told of, and every process whose
-/// environment carries the job's marker (found in /proc, for machines without a writable cgroup v2),
-/// then exits. It runs in a session of its own with terminal signals ignored, so the Ctrl-C or
-/// hangup that ends the agent does not end it first.
+/// It holds the read end of a pipe whose write end only the agent holds, until the agent exits.
+/// The agent tells it each worker's process group as it starts and stops. When the pipe ends, the
+/// agent is gone (exited, or died by any signal): the guardian kills what is left in the job's
+/// cgroup (exact) and removes the cgroup; and unless the agent said it had cleaned up itself, also
+/// every worker process group it was told of and every process whose environment carries the job's
+/// marker (found in /proc: the way for machines without a writable cgroup v2). It runs in a session
+/// of its own with terminal signals ignored, so the Ctrl-C or hangup that ends the agent does not
+/// end it first. It is never reaped by the agent: once the agent is gone, init reaps it.
 #include <sys/types.h>
 
 #include <memory>
@@ -29,7 +30,7 @@ class Guardian {
   /// the fork fails (the job then runs without it).
   static std::unique_ptr<Guardian> start(const std::string& cgroup_dir, const std::string& marker);
 
-  ~Guardian();  ///< dismiss()
+  ~Guardian();  ///< leaves the pipe open: it must end with the process, not before
   Guardian(const Guardian&) = delete;
   Guardian& operator=(const Guardian&) = delete;
 
@@ -40,8 +41,9 @@ class Guardian {
   void watch(pid_t pgid);
   void forget(pid_t pgid);
 
-  /// The agent has stopped every process itself: the guardian is killed (it kills nothing) and reaped.
-  void dismiss();
+  /// The agent has stopped every process itself: when it is gone, the guardian only removes the
+  /// cgroup (process groups and pids it knew may be reused by then).
+  void mark_clean();
 
  private:
   Guardian(pid_t pid, int pipe_fd) : pid_(pid), pipe_fd_(pipe_fd) {}

@@ -65,10 +65,11 @@ void reap_exited_children(const std::function<void(pid_t, int)>& on_exit) {
   }
 }
 
-int kill_remaining_children(int max_rounds) {
+int kill_remaining_children(pid_t spare, int max_rounds) {
   int killed = 0;
   for (int round = 0; round < max_rounds; ++round) {
     auto children = children_of(::getpid());
+    std::erase(children, spare);
     if (children.empty()) break;
     for (pid_t pid : children) {
       if (signal_process(pid, SIGKILL)) ++killed;

@@ -15,8 +15,9 @@ bool become_subreaper();
 /// each. Orphaned grandchildren are reaped the same way; the caller ignores pids it does not know.
 void reap_exited_children(const std::function<void(pid_t, int)>& on_exit);
 
-/// SIGKILLs and reaps every remaining child of this process (workers' leftovers re-parented to us),
-/// repeating while new ones appear, for at most `max_rounds` rounds. Returns how many were killed.
-int kill_remaining_children(int max_rounds = 20);
+/// SIGKILLs and reaps every remaining child of this process (workers' leftovers re-parented to us)
+/// but `spare` (the guardian, which must outlive us), repeating while new ones appear, for at most
+/// `max_rounds` rounds. Returns how many were killed.
+int kill_remaining_children(pid_t spare = 0, int max_rounds = 20);
 
 }  // namespace ddprun::launcher

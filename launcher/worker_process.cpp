@@ -63,13 +63,9 @@ struct WorkerExecSetup : bp::extend::handler {
   int stdout_fd;
   int stderr_fd;
   int devnull_fd;
-  int cgroup_procs_fd;  ///< -1, or the job cgroup's cgroup.procs: joined before exec, so descendants are born in it
 
   template <class Executor>
   void on_exec_setup(Executor&) const {
-    if (cgroup_procs_fd >= 0) {
-      [[maybe_unused]] auto n = ::write(cgroup_procs_fd, "0", 1);  // "0": the writing process itself
-    }
     ::setpgid(0, 0);  // own process group: the agent signals the worker and all it spawned at once
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // die with the agent, even when it is SIGKILLed
     if (::getppid() != agent_pid) ::_exit(127);  // the agent died before prctl took effect
@@ -95,7 +91,7 @@ bp::environment to_bp_environment(const Environ& env) {
 
 }  // namespace
 
-SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings) {
+SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env) {
   auto failed = [&](const std::string& reason) {
     return LaunchError("cannot start worker " + std::to_string(spec.local_rank) + " (" + spec.executable +
                        "): " + reason);
@@ -115,8 +111,7 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
   std::error_code ec;
   errno = 0;
   bp::child child(bp::exe = spec.executable, bp::args = args, bp::env = to_bp_environment(env),
-                  WorkerExecSetup{{}, ::getpid(), out->write_end.get(), err->write_end.get(), devnull.get(),
-                                  settings.cgroup_procs_fd},
+                  WorkerExecSetup{{}, ::getpid(), out->write_end.get(), err->write_end.get(), devnull.get()},
                   ec);
   const int start_errno = errno;
   // Boost.Process 1.74 reports some failures (no descriptor left for its own exec-error pipe, a

@@ -14,15 +14,10 @@ struct SpawnedWorker {
   int stderr_fd = -1;     ///< read end, owned by the caller, close-on-exec
 };
 
-struct SpawnSettings {
-  /// The job cgroup's cgroup.procs opened for writing, or -1: a worker joins it before exec.
-  int cgroup_procs_fd = -1;
-};
-
 /// Forks and execs `spec.executable` with `spec.argv` and `env`. Returns once the exec succeeded;
 /// throws LaunchError ("cannot start worker N (program): <errno text and what to do>") when it did
 /// not; never returns a pid <= 1. Must be called from
 /// the thread that lives as long as the agent (PR_SET_PDEATHSIG follows the forking thread).
-SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings = {});
+SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env);
 
 }  // namespace ddprun::launcher

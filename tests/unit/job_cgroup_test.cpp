@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 
 namespace ddprun::launcher {
 namespace {
@@ -56,7 +57,8 @@ TEST(JobCgroup, KillsEverythingInItAndIsRemoved) {
   ASSERT_EQ(::pipe(ready), 0);
   pid_t child = ::fork();
   if (child == 0) {
-    [[maybe_unused]] auto n = ::write(cgroup->procs_fd(), "0", 1);
+    JobCgroup* same = cgroup.release();  // the child only joins; the parent owns the cgroup
+    if (!same->join()) ::_exit(3);
     if (::fork() == 0) {
       ::setsid();
       ::pause();
@@ -73,6 +75,51 @@ TEST(JobCgroup, KillsEverythingInItAndIsRemoved) {
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
   cgroup.reset();
   EXPECT_FALSE(std::filesystem::exists(dir));
+}
+
+// The agent's own end: it is in the cgroup itself, and kills everything else there, a setsid'd
+// grandchild and a nested cgroup's process included.
+TEST(JobCgroup, TheAgentKillsAllButItself) {
+  auto probe = JobCgroup::create();
+  if (!probe) GTEST_SKIP() << "no writable cgroup v2 here";
+  const std::string probe_dir = probe->dir();
+  probe.reset();
+  pid_t agent = ::fork();
+  if (agent == 0) {
+    auto cgroup = JobCgroup::create();
+    if (!cgroup || !cgroup->join()) ::_exit(3);
+    int ready[2];
+    if (::pipe(ready) != 0) ::_exit(4);
+    pid_t worker = ::fork();
+    if (worker == 0) {
+      if (::fork() == 0) {  // a helper in a session of its own
+        ::setsid();
+        ::pause();
+      }
+      [[maybe_unused]] auto m = ::write(ready[1], "r", 1);
+      ::pause();
+      ::_exit(0);
+    }
+    char c = 0;
+    if (::read(ready[0], &c, 1) != 1) ::_exit(5);
+    cgroup->kill_all_but_this_process();
+    int status = 0;
+    if (::waitpid(worker, &status, 0) != worker || !WIFSIGNALED(status)) ::_exit(6);
+    // Only this process is left in the cgroup now.
+    std::ifstream procs(cgroup->dir() + "/cgroup.procs");
+    pid_t pid = 0;
+    int count = 0;
+    while (procs >> pid) count += pid == ::getpid() ? 0 : 1;
+    ::_exit(count == 0 ? 0 : 7);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(agent, &status, 0), agent);
+  EXPECT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The agent joined its cgroup, so removing it was left to the guardian: do it here. It is named
+  // after the agent, beside the probe's (same parent).
+  auto parent = std::filesystem::path(probe_dir).parent_path();
+  EXPECT_TRUE(remove_cgroup((parent / ("ddprun-" + std::to_string(agent))).string(), std::chrono::milliseconds(1000)));
 }
 
 }  // namespace
