@@ -299,6 +299,17 @@ def bench_start_2000(a):
     details("ddprun", d), details("torchrun-anchor", t)
 
 
+def bench_guardian_cost(a):
+    """What the no-orphans machinery adds to a launch, measured in process (build/bin/guardian_cost)."""
+    tool = str(Path(a.ddprun).parent / "guardian_cost")
+    if not os.access(tool, os.X_OK):
+        raise BenchError(f"no {tool} (build it: scripts/build.sh)")
+    out = subprocess.run([tool, "200"], capture_output=True, text=True, timeout=300)
+    if out.returncode != 0:
+        raise BenchError(f"{tool} failed: {out.stderr[-2000:]}")
+    print(out.stdout.strip() + "  (goal: guardian <= 1000 us)", flush=True)
+
+
 def cpu_once(cmd, sleep_s):
     """The launcher's own CPU time (ms) from its start until just before its workers end.
 
@@ -369,6 +380,7 @@ BENCHMARKS = {
     "restart_latency_8x": bench_restart,
     "idle_cpu_8x_sleep": bench_cpu,
     "baseline_launch_restart": bench_baseline,
+    "guardian_cost": bench_guardian_cost,
     "sigterm_stalled_console": bench_stalled_console,
     "sigterm_during_start_2000": bench_start_2000,
 }
