@@ -2,15 +2,20 @@
 /// a busy machine's noise (a launch takes tens of ms there) does not hide it. Per run:
 ///   guardian  Guardian::start (the fork) and the goodbye, as the agent pays them (the guardian
 ///             exits and is reaped on its own, off the agent's path)
-///   cgroup    JobCgroup::create and join (the agent moving itself in), in a fresh child process
+///   cgroup    JobCgroup::create and its removal; and per worker, a fork against a clone3 into the
+///             cgroup (how workers are created in it)
 /// Prints the medians in microseconds.
+#include <linux/sched.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
@@ -33,36 +38,29 @@ double micros_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
 }
 
-/// create + join in a child (joining moves the whole process); -1 where no cgroup can be made.
-double cgroup_create_and_join() {
-  int report[2];
-  if (::pipe(report) != 0) return -1;
-  pid_t child = ::fork();
-  if (child == 0) {
-    auto t0 = Clock::now();
-    auto cgroup = JobCgroup::create();
-    double us = cgroup && cgroup->join() ? micros_since(t0) : -1;
-    [[maybe_unused]] auto n = ::write(report[1], &us, sizeof us);
-    std::string dir = cgroup ? cgroup->dir() : std::string();
-    [[maybe_unused]] auto m = ::write(report[1], dir.c_str(), dir.size() + 1);
-    ::_exit(0);
+/// One child forked and reaped, or cloned into `cgroup_fd` (clone3 CLONE_INTO_CGROUP), as a worker is.
+double spawn_and_reap(int cgroup_fd) {
+  auto t0 = Clock::now();
+  pid_t pid = -1;
+  if (cgroup_fd >= 0) {
+    clone_args args{};
+    args.flags = CLONE_INTO_CGROUP;
+    args.exit_signal = SIGCHLD;
+    args.cgroup = static_cast<std::uint64_t>(cgroup_fd);
+    pid = static_cast<pid_t>(::syscall(SYS_clone3, &args, sizeof args));
+  } else {
+    pid = ::fork();
   }
-  ::close(report[1]);
-  double us = -1;
-  char dir[4096] = {};
-  if (::read(report[0], &us, sizeof us) != sizeof us) us = -1;
-  [[maybe_unused]] auto n = ::read(report[0], dir, sizeof dir - 1);
-  ::close(report[0]);
-  ::waitpid(child, nullptr, 0);
-  if (dir[0] != '\0') remove_cgroup(dir, std::chrono::milliseconds(1000));
-  return us;
+  if (pid == 0) ::_exit(0);
+  ::waitpid(pid, nullptr, 0);
+  return micros_since(t0);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
   const int runs = argc > 1 ? std::atoi(argv[1]) : 200;
-  std::vector<double> guardian, cgroup;
+  std::vector<double> guardian, cgroup, forked, cloned;
   for (int i = 0; i < runs; ++i) {
     auto t0 = Clock::now();
     auto started = Guardian::start("", new_guardian_marker());
@@ -72,9 +70,19 @@ int main(int argc, char** argv) {
     guardian.push_back(micros_since(t0));
     ::kill(pid, SIGKILL);  // its pipe stays open with this process: end it as the agent's exit would
     ::waitpid(pid, nullptr, 0);  // init's job after a real agent exits
-    if (double us = cgroup_create_and_join(); us >= 0) cgroup.push_back(us);
+    t0 = Clock::now();
+    auto job = JobCgroup::create();
+    if (!job) continue;
+    double made = micros_since(t0);
+    forked.push_back(spawn_and_reap(-1));
+    cloned.push_back(spawn_and_reap(job->dir_fd()));
+    t0 = Clock::now();
+    job.reset();
+    cgroup.push_back(made + micros_since(t0));
   }
-  std::printf("guardian_cost  guardian %.0f us  cgroup create+join %s  (medians of %d runs)\n", median(guardian),
-              cgroup.empty() ? "n/a" : (std::to_string(static_cast<int>(median(cgroup))) + " us").c_str(), runs);
+  std::printf("guardian_cost  guardian %.0f us  job cgroup (make+remove) %s  per worker: fork %s, clone3 into the cgroup %s  (medians of %d runs)\n",
+              median(guardian), cgroup.empty() ? "n/a" : (std::to_string(static_cast<int>(median(cgroup))) + " us").c_str(),
+              forked.empty() ? "n/a" : (std::to_string(static_cast<int>(median(forked))) + " us").c_str(),
+              cloned.empty() ? "n/a" : (std::to_string(static_cast<int>(median(cloned))) + " us").c_str(), runs);
   return 0;
 }

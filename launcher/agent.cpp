@@ -51,13 +51,12 @@ Agent::Agent(AgentPlan plan)
 
 int Agent::run() {
   const LaunchConfig& config = plan_.config;
-  // First, while this process has one thread: the guardian is forked, and every worker will join
-  // the job's cgroup, so that nothing the workers start survives ddprun, even a SIGKILLed one.
+  // First, while this process has one thread: the guardian is forked, and the job's cgroup (every
+  // worker is created in it) made, so that nothing the workers start survives ddprun, even a SIGKILLed one.
   if (lookup(plan_.env, "DDPRUN_JOB_CGROUP").value_or("") != "off") cgroup_ = JobCgroup::create();
   const std::string marker = new_guardian_marker();
   plan_.env[kGuardianMarkVariable] = marker;
-  guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);  // outside the cgroup
-  if (cgroup_ && !cgroup_->join()) cgroup_.reset();  // the workers are born in it from now on
+  guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
   console_.emplace(io_);
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
@@ -111,9 +110,8 @@ int Agent::run() {
 
 void Agent::clean_up() {
   kill_remaining_children(guardian_ ? guardian_->pid() : 0);
-  // What left our tree for good (under another subreaper): the cgroup still has it.
-  if (cgroup_) cgroup_->kill_all_but_this_process();
-  // The guardian stays until ddprun exits, and then only removes the cgroup.
+  cgroup_.reset();  // what left our tree for good (under another subreaper) is still in the cgroup
+  // The guardian stays until ddprun exits, and then has nothing to do.
   if (guardian_) guardian_->mark_clean();
   console_.reset();  // ddprun's last lines (after run) are written directly
 }
@@ -220,7 +218,9 @@ void Agent::start_attempt() {
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
   };
-  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers));
+  SpawnSettings spawn_settings;
+  spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
+  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), spawn_settings);
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();

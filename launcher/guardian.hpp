@@ -7,9 +7,10 @@
 /// It holds the read end of a pipe whose write end only the agent holds, until the agent exits.
 /// The agent tells it each worker's process group as it starts and stops. When the pipe ends, the
 /// agent is gone (exited, or died by any signal): the guardian kills what is left in the job's
-/// cgroup (exact) and removes the cgroup; and unless the agent said it had cleaned up itself, also
-/// every worker process group it was told of and every process whose environment carries the job's
-/// marker (found in /proc: the way for machines without a writable cgroup v2). It runs in a session
+/// cgroup (exact; after a clean end the agent has removed it already) and removes the cgroup; and
+/// unless the agent said it had cleaned up itself, also every worker process group it was told of
+/// and every process whose environment carries the job's marker (found in /proc: the way for
+/// machines without a writable cgroup v2). It runs in a session
 /// of its own with terminal signals ignored, so the Ctrl-C or hangup that ends the agent does not
 /// end it first. It is never reaped by the agent: once the agent is gone, init reaps it.
 #include <sys/types.h>

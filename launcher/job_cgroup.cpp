@@ -7,7 +7,6 @@
 
 #include <cerrno>
 #include <charconv>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -119,37 +118,16 @@ std::unique_ptr<JobCgroup> JobCgroup::create() {
   std::string parent = *mount + (*own == "/" ? std::string() : *own);
   std::string dir = parent + "/ddprun-" + std::to_string(::getpid());
   if (::mkdir(dir.c_str(), 0755) != 0) return nullptr;
-  return std::unique_ptr<JobCgroup>(new JobCgroup(std::move(dir)));
-}
-
-bool JobCgroup::join() {
-  joined_ = write_control(dir_ + "/cgroup.procs", "0");  // "0": the writing process itself
-  return joined_;
-}
-
-void JobCgroup::kill_all_but_this_process() const {
-  const pid_t self = ::getpid();
-  // Until only this process is listed (a killed process stays listed until it has exited), for at
-  // most about half a second.
-  for (int round = 0; round < 500; ++round) {
-    if (round > 0) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    bool any = false;
-    std::vector<std::string> cgroups{dir_};  // this one and every one below it (a nested job's)
-    std::error_code ec;
-    for (std::filesystem::recursive_directory_iterator it(dir_, ec), end; !ec && it != end; it.increment(ec)) {
-      if (it->is_directory(ec)) cgroups.push_back(it->path().string());
-    }
-    for (const auto& cgroup : cgroups) {
-      for (pid_t pid : pids_in(cgroup + "/cgroup.procs")) {
-        if (pid != self) any = signal_process(pid, SIGKILL) || any;
-      }
-    }
-    if (!any) return;
+  int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    ::rmdir(dir.c_str());
+    return nullptr;
   }
+  return std::unique_ptr<JobCgroup>(new JobCgroup(std::move(dir), fd));
 }
 
 JobCgroup::~JobCgroup() {
-  if (joined_) return;  // we are in it: the guardian removes it when we are gone
+  ::close(dir_fd_);
   kill_cgroup(dir_);
   remove_cgroup(dir_, std::chrono::milliseconds(1000));
 }

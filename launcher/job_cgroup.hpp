@@ -1,8 +1,8 @@
 #pragma once
-/// JobCgroup: a cgroup v2 of the job's own, under ddprun's own cgroup, that ddprun joins before it
-/// starts anything. Every worker, and whatever a worker starts, is born in it and cannot leave it
-/// (setsid and double forks change the session and the parent, never the cgroup), so killing the
-/// cgroup (cgroup.kill) leaves no process of any generation behind. Where cgroup v2 is not mounted or not
+/// JobCgroup: a cgroup v2 of the job's own, under ddprun's own cgroup, in which every worker is
+/// created. Whatever a worker starts is born in it and cannot leave it (setsid and double forks
+/// change the session and the parent, never the cgroup), so killing the cgroup (cgroup.kill) leaves
+/// no process of any generation behind. ddprun itself stays outside, so it can kill the cgroup. Where cgroup v2 is not mounted or not
 /// writable (no root, no delegation), there is no JobCgroup and the process groups, the subreaper
 /// and the guardian's environment marker do the work instead.
 #include <chrono>
@@ -29,29 +29,22 @@ bool remove_cgroup(const std::string& dir, std::chrono::milliseconds timeout);
 
 class JobCgroup {
  public:
-  /// Creates `<cgroup2 mount><ddprun's cgroup>/ddprun-<pid>`; nullptr where that is not possible.
+  /// Creates `<cgroup2 mount><ddprun's cgroup>/ddprun-<pid>` and opens it; nullptr where that is not
+  /// possible.
   static std::unique_ptr<JobCgroup> create();
-  /// Removes the cgroup (killing what is in it) unless this process joined it: then the guardian
-  /// removes it once this process has exited.
-  ~JobCgroup();
+  ~JobCgroup();  ///< kills what is left in it and removes it
   JobCgroup(const JobCgroup&) = delete;
   JobCgroup& operator=(const JobCgroup&) = delete;
 
   const std::string& dir() const { return dir_; }
-
-  /// Moves this process into the cgroup, so that every process it forks from now on is born there:
-  /// one migration for the job instead of one per worker (a migration costs up to a millisecond).
-  /// Call it while the process has one thread. False when the kernel refuses.
-  bool join();
-
-  /// SIGKILLs every process in the cgroup and below it but this one, and waits until none is left
-  /// (at most about half a second).
-  void kill_all_but_this_process() const;
+  /// The cgroup's directory, open (close-on-exec): clone3(CLONE_INTO_CGROUP) creates a worker in it,
+  /// with no migration (a migration waits for an RCU grace period: milliseconds, more under load).
+  int dir_fd() const { return dir_fd_; }
 
  private:
-  explicit JobCgroup(std::string dir) : dir_(std::move(dir)) {}
+  JobCgroup(std::string dir, int dir_fd) : dir_(std::move(dir)), dir_fd_(dir_fd) {}
   std::string dir_;
-  bool joined_ = false;
+  int dir_fd_;
 };
 
 }  // namespace ddprun::launcher

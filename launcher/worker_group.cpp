@@ -71,8 +71,8 @@ struct WorkerGroup::Worker {
   asio::steady_timer drain_timer;
 };
 
-WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers)
-    : io_(io), handlers_(std::move(handlers)), kill_timer_(io) {}
+WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers, SpawnSettings spawn_settings)
+    : io_(io), handlers_(std::move(handlers)), spawn_settings_(spawn_settings), kill_timer_(io) {}
 
 // Handlers still queued (cancelled reads and timers) hold the workers by shared_ptr and see the
 // group gone through `life_`, so destroying a group with work in flight is safe.
@@ -103,7 +103,7 @@ void WorkerGroup::spawn_batch() {
     PreparedWorker prepared;
     try {
       prepared = prepare_(i);
-      spawned = spawn_worker(prepared.spec, prepared.env);
+      spawned = spawn_worker(prepared.spec, prepared.env, spawn_settings_);
     } catch (const LaunchError& error) {
       starting_ = false;
       prepare_ = nullptr;

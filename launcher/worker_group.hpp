@@ -71,7 +71,7 @@ using WorkerPreparer = std::function<PreparedWorker(std::size_t index)>;
 
 class WorkerGroup {
  public:
-  WorkerGroup(boost::asio::io_context& io, WorkerGroupHandlers handlers);
+  WorkerGroup(boost::asio::io_context& io, WorkerGroupHandlers handlers, SpawnSettings spawn_settings = {});
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -111,6 +111,7 @@ class WorkerGroup {
 
   boost::asio::io_context& io_;
   WorkerGroupHandlers handlers_;
+  SpawnSettings spawn_settings_;
   std::vector<std::shared_ptr<Worker>> workers_;
   WorkerPreparer prepare_;
   std::size_t to_start_ = 0;

@@ -1,6 +1,7 @@
 // Finding the cgroup v2 hierarchy and ddprun's place in it, by table; and a real job cgroup where
 // the machine allows one.
 #include "job_cgroup.hpp"
+#include "worker_process.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -12,6 +13,21 @@
 
 namespace ddprun::launcher {
 namespace {
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path);
+  return std::string(std::istreambuf_iterator<char>(file), {});
+}
+
+/// A fresh folder, removed with everything in it when it goes.
+struct TempFolder {
+  std::string path;
+  TempFolder() {
+    char pattern[] = "/tmp/job_cgroup_test_XXXXXX";
+    path = ::mkdtemp(pattern);
+  }
+  ~TempFolder() { std::filesystem::remove_all(path); }
+};
 
 TEST(JobCgroup, FindsTheCgroup2MountPoint) {
   struct Case {
@@ -47,79 +63,35 @@ TEST(JobCgroup, ReadsThisProcessesV2Path) {
   for (const auto& c : cases) EXPECT_EQ(cgroup2_path_of(c.proc_cgroup), c.expected) << c.proc_cgroup;
 }
 
-// Where a cgroup can be made: a process that joined it (and its setsid'd child) dies with kill_cgroup,
-// and the cgroup is removed with the JobCgroup.
-TEST(JobCgroup, KillsEverythingInItAndIsRemoved) {
+// Where a cgroup can be made: a worker created in it (and its setsid'd child, in a session of its
+// own) dies with kill_cgroup, and the cgroup is removed with the JobCgroup.
+TEST(JobCgroup, AWorkerCreatedInItDiesWithItWhateverItStarted) {
   auto cgroup = JobCgroup::create();
   if (!cgroup) GTEST_SKIP() << "no writable cgroup v2 here";
   const std::string dir = cgroup->dir();
-  int ready[2];
-  ASSERT_EQ(::pipe(ready), 0);
-  pid_t child = ::fork();
-  if (child == 0) {
-    JobCgroup* same = cgroup.release();  // the child only joins; the parent owns the cgroup
-    if (!same->join()) ::_exit(3);
-    if (::fork() == 0) {
-      ::setsid();
-      ::pause();
-    }
-    [[maybe_unused]] auto m = ::write(ready[1], "r", 1);
-    ::pause();
-    ::_exit(0);
-  }
-  char c = 0;
-  ASSERT_EQ(::read(ready[0], &c, 1), 1);
+  TempFolder folder;
+  WorkerSpec spec;
+  spec.executable = "/bin/sh";
+  spec.argv = {"sh", "-c", "setsid sleep 1000 & echo $! > " + folder.path + "/helper; echo ready; exec sleep 1000"};
+  SpawnSettings settings;
+  settings.cgroup_fd = cgroup->dir_fd();
+  SpawnedWorker worker = spawn_worker(spec, {{"PATH", "/usr/bin:/bin"}}, settings);
+  char buffer[16] = {};
+  ASSERT_GT(::read(worker.stdout_fd, buffer, sizeof buffer), 0);  // "ready": the helper runs
+  pid_t helper = std::stoi(read_text(folder.path + "/helper"));
+  EXPECT_NE(read_text("/proc/" + std::to_string(helper) + "/cgroup").find(dir.substr(dir.rfind('/'))),
+            std::string::npos)
+      << "the setsid'd helper is in the job's cgroup";
   EXPECT_TRUE(kill_cgroup(dir));
   int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(::waitpid(worker.pid, &status, 0), worker.pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  ::close(worker.stdout_fd);
+  ::close(worker.stderr_fd);
   cgroup.reset();
   EXPECT_FALSE(std::filesystem::exists(dir));
-}
-
-// The agent's own end: it is in the cgroup itself, and kills everything else there, a setsid'd
-// grandchild and a nested cgroup's process included.
-TEST(JobCgroup, TheAgentKillsAllButItself) {
-  auto probe = JobCgroup::create();
-  if (!probe) GTEST_SKIP() << "no writable cgroup v2 here";
-  const std::string probe_dir = probe->dir();
-  probe.reset();
-  pid_t agent = ::fork();
-  if (agent == 0) {
-    auto cgroup = JobCgroup::create();
-    if (!cgroup || !cgroup->join()) ::_exit(3);
-    int ready[2];
-    if (::pipe(ready) != 0) ::_exit(4);
-    pid_t worker = ::fork();
-    if (worker == 0) {
-      if (::fork() == 0) {  // a helper in a session of its own
-        ::setsid();
-        ::pause();
-      }
-      [[maybe_unused]] auto m = ::write(ready[1], "r", 1);
-      ::pause();
-      ::_exit(0);
-    }
-    char c = 0;
-    if (::read(ready[0], &c, 1) != 1) ::_exit(5);
-    cgroup->kill_all_but_this_process();
-    int status = 0;
-    if (::waitpid(worker, &status, 0) != worker || !WIFSIGNALED(status)) ::_exit(6);
-    // Only this process is left in the cgroup now.
-    std::ifstream procs(cgroup->dir() + "/cgroup.procs");
-    pid_t pid = 0;
-    int count = 0;
-    while (procs >> pid) count += pid == ::getpid() ? 0 : 1;
-    ::_exit(count == 0 ? 0 : 7);
-  }
-  int status = 0;
-  ASSERT_EQ(::waitpid(agent, &status, 0), agent);
-  EXPECT_TRUE(WIFEXITED(status)) << status;
-  EXPECT_EQ(WEXITSTATUS(status), 0);
-  // The agent joined its cgroup, so removing it was left to the guardian: do it here. It is named
-  // after the agent, beside the probe's (same parent).
-  auto parent = std::filesystem::path(probe_dir).parent_path();
-  EXPECT_TRUE(remove_cgroup((parent / ("ddprun-" + std::to_string(agent))).string(), std::chrono::milliseconds(1000)));
+  EXPECT_TRUE(read_text("/proc/" + std::to_string(helper) + "/stat").empty() ||
+              read_text("/proc/" + std::to_string(helper) + "/stat").find(") Z") != std::string::npos);
 }
 
 }  // namespace
