@@ -16,6 +16,7 @@ packages=(
   clang-14 libclang-rt-14-dev                    # libFuzzer for the wire decoder's fuzz test
   python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks
   hyperfine procps iproute2
+  gdb                                            # native stacks in tests/stress's hang dumps
 )
 
 missing=()

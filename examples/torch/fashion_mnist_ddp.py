@@ -147,6 +147,12 @@ def main():
             print(f"train_samples_per_s={trained / train_seconds:.1f} "
                   f"train_cpu_ms_per_sample={cpu.item() * 1e3 / trained:.4f}", flush=True)
         print(f"test_accuracy={accuracy:.4f}", flush=True)
+    # The DDP module goes first, so that the process group's last reference is destroy_process_group's,
+    # which releases the GIL while PyTorch joins its gloo threads. Were the module's Reducer the last,
+    # it would join them holding the GIL, and a gloo thread still freeing a tensor of an earlier
+    # collective (test_accuracy's counts, on a loaded machine) waits for the GIL: deadlock at exit
+    # (PyTorch 1.13; docs/usage.md, tests/examples: fashion_python_late_thread).
+    del model
     dist.destroy_process_group()
 
 

@@ -11,14 +11,23 @@ Usage: examples_test.py CASE --ddprun PATH --bin-dir DIR [--examples-dir DIR]
   bad_data_dir     fashion_mnist with a missing --data-dir: exits 1 naming the missing file
   fashion_python   examples/torch/fashion_mnist_ddp.py (PyTorch's own DDP on gloo, env://) under
                    ddprun: exits 0 with test_accuracy=<value> (needs Debian's python3-torch)
+  fashion_python_late_thread
+                   the same job, with one of rank 0's gloo threads made late by gdb at the worst
+                   moment (a loaded machine's doing): the job still ends. PyTorch 1.13 deadlocks
+                   when a process group's last reference goes with the GIL held (by the DDP
+                   module's Reducer, after destroy_process_group) while a gloo thread still has to
+                   free a tensor Python let go of; the trainer must free its DDP module first
+                   (docs/usage.md). Needs gdb and ptrace (skipped without them).
 Stdlib only. Exit status 0 on success, 1 on failure, 77 when a needed input is missing (skipped).
 """
 import argparse
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 DATA_DIR = Path(os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist"))
@@ -140,8 +149,59 @@ def fashion_python(args):
     expect(accuracy_of(out) > 0.5, "fashion_mnist_ddp.py did not learn")
 
 
+def fashion_python_late_thread(args):
+    script = args.examples_dir / "fashion_mnist_ddp.py"
+    python = "/usr/bin/python3"
+    here = Path(__file__).resolve().parent
+    if subprocess.run([python, "-c", "import torch, numpy"], capture_output=True).returncode != 0:
+        print("skipped: /usr/bin/python3 has no torch (Debian python3-torch)")
+        sys.exit(77)
+    if not shutil.which("gdb"):
+        print("skipped: no gdb (scripts/setup.sh installs it)")
+        sys.exit(77)
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        env = dict(os.environ, PYTHON_EXEC=python, DDPRUN_LATE_THREAD_DIR=tmp)
+        cmd = [args.ddprun, "--standalone", "--nproc-per-node", "2", here / "late_gloo_thread.py", script, *SUBSET,
+               "--epochs", "1"]
+        print("$", " ".join(map(str, cmd)), flush=True)
+        job = subprocess.Popen(list(map(str, cmd)), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=env, stdin=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 60
+            while not (folder / "rank0.pid").exists() and time.monotonic() < deadline and job.poll() is None:
+                time.sleep(0.05)
+            expect((folder / "rank0.pid").exists(), "rank 0 did not start")
+            pid = (folder / "rank0.pid").read_text()
+            gdb = subprocess.run(["gdb", "-batch", "-nx", "-iex", "set non-stop on", "-iex", "set pagination off",
+                                  "-p", pid, "-x", str(here / "hold_gloo_thread_gdb.py")],
+                                 env=env, capture_output=True, text=True, timeout=240, stdin=subprocess.DEVNULL)
+            if not (folder / "gdb-ready").exists():
+                reason = "no symbol c10d::ProcessGroupGloo::AsyncWork::execute in this PyTorch" \
+                    if (folder / "no-symbol").exists() else "gdb could not attach (ptrace not permitted?)"
+                print(f"skipped: {reason}\n{gdb.stdout[-2000:]}{gdb.stderr[-2000:]}")
+                sys.exit(77)
+            expect((folder / "held").exists(), "gdb never held a gloo thread: the test proved nothing\n" +
+                   gdb.stdout[-3000:] + gdb.stderr[-3000:])
+            try:
+                out, err = job.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                stacks = subprocess.run(["gdb", "-batch", "-nx", "-p", pid, "-ex", "thread apply all bt 14"],
+                                        capture_output=True, text=True, timeout=120).stdout
+                raise Failure("the job did not end within 60 s of the late gloo thread's release (rank 0 "
+                              "deadlocked at its exit?); rank 0's stacks:\n" + stacks[-12000:])
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.communicate()
+        print(out, end="")
+        print(err, end="", file=sys.stderr, flush=True)
+        expect(job.returncode == 0, f"fashion_mnist_ddp.py with a late gloo thread: ddprun exited {job.returncode}")
+        expect(accuracy_of(out) > 0.5, "fashion_mnist_ddp.py did not learn")
+
+
 CASES = {f.__name__: f for f in (demo_basic, demo_checkpoint, fashion_smoke, fashion_resume, bad_data_dir,
-                                  fashion_python)}
+                                  fashion_python, fashion_python_late_thread)}
 
 
 def main():
