@@ -40,6 +40,7 @@ def main() -> int:
     with open(os.path.join(out_dir, f"rank{rank}.txt"), "w") as out:
         out.write(digest + "\n")
     print(f"rank {rank} of {world}: parameters sha256 {digest}, identical across ranks: {identical}", flush=True)
+    del ddp  # first, or PyTorch 1.13 can deadlock at exit (docs/usage.md: a job that does not end)
     dist.destroy_process_group()
     return 0 if identical else 1
 
