@@ -7,8 +7,8 @@ down the job's process tree (`ps` with wchan), every thread's state, wchan and k
 every worker by a sitecustomize on PYTHONPATH) and the native stacks of every process (gdb), then
 kills the job.
 
-Usage: end_of_job_hang.py --ddprun PATH [--scenario fashion|snapshot|all] [--iterations N]
-                          [--max-seconds T] [--hogs K] [--dump-dir DIR]
+Usage: end_of_job_hang.py --ddprun PATH [--scenario fashion|snapshot|all|watchdog] [--iterations N]
+                          [--max-seconds T] [--hogs K] [--dump-dir DIR] (--help for the rest)
   fashion   examples/torch/fashion_mnist_ddp.py, 2 workers, --standalone (examples.fashion_python)
   snapshot  the multi-node tutorial's snapshot Trainer (snapshot_trainer.py): a static 2-node job on
             127.0.0.1, 1 or 2 workers per node, --max-restarts=1; one rank crashes once (which one,
@@ -42,6 +42,7 @@ FASHION_ARGS = ["--data-dir", str(DATA_DIR), "--train-limit", "2000", "--test-li
 
 # Installed in every worker (PYTHONPATH): SIGUSR2 makes it write all its threads' Python stacks to
 # $DDPRUN_STRESS_DUMP_DIR/py-<pid>.txt, without going through ddprun's pipes (which may be what is stuck).
+# It shadows Debian's own sitecustomize, which only installs apport's exception hook.
 SITECUSTOMIZE = '''
 import faulthandler, os, signal
 _dir = os.environ.get("DDPRUN_STRESS_DUMP_DIR")
@@ -226,8 +227,7 @@ def kill_job(job, extra_pids=()):
 
 
 def fashion_job(args, index, env, work):
-    cmd = [str(args.ddprun), "--standalone", "--nproc-per-node", "2",
-           str(REPO / "examples" / "torch" / "fashion_mnist_ddp.py"), *FASHION_ARGS]
+    cmd = [str(args.ddprun), "--standalone", "--nproc-per-node", "2", str(args.fashion_script), *FASHION_ARGS]
     return Job(f"{index:03d}-fashion", [("ddprun", cmd)], dict(env, PYTHON_EXEC=PYTHON), "test_accuracy=")
 
 
@@ -283,6 +283,8 @@ def main():
     parser.add_argument("--hogs", type=int, default=2, help="busy-loop processes running beside the jobs")
     parser.add_argument("--grace", type=float, default=30, help="seconds a job may take to end after its work")
     parser.add_argument("--job-timeout", type=float, default=240, help="seconds a job may take in all")
+    parser.add_argument("--fashion-script", type=Path, default=REPO / "examples" / "torch" / "fashion_mnist_ddp.py",
+                        help="fashion scenario: the trainer to run (e.g. an older version, to compare)")
     parser.add_argument("--epochs", type=int, default=6, help="snapshot scenario: epochs (rank 1 crashes at half)")
     parser.add_argument("--dump-seconds", type=float, default=120, help="seconds gdb may take in one dump")
     parser.add_argument("--nice", type=int, default=10, help="niceness of this script, the hogs and the jobs")
