@@ -28,9 +28,9 @@ constexpr std::chrono::milliseconds kStalledConsole{200};
 
 constexpr std::size_t kReadChunk = 64 * 1024;
 
-/// Workers started per loop turn: a fork+exec takes about a millisecond, so a signal or an exit
-/// waits at most a few tens of milliseconds behind a start of thousands.
-constexpr std::size_t kSpawnBatch = 16;
+/// Workers started per loop turn: a fork+exec takes about a millisecond (more on a busy machine),
+/// so a signal or an exit waits at most a few tens of milliseconds behind a start of thousands.
+constexpr std::size_t kSpawnBatch = 8;
 
 int torchrun_exitcode(int wait_status) {
   if (WIFSIGNALED(wait_status)) return -WTERMSIG(wait_status);
@@ -72,12 +72,13 @@ struct WorkerGroup::Worker {
 };
 
 WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers, SpawnSettings spawn_settings)
-    : io_(io), handlers_(std::move(handlers)), spawn_settings_(spawn_settings), kill_timer_(io) {}
+    : io_(io), handlers_(std::move(handlers)), spawn_settings_(spawn_settings), kill_timer_(io), spawn_timer_(io) {}
 
 // Handlers still queued (cancelled reads and timers) hold the workers by shared_ptr and see the
 // group gone through `life_`, so destroying a group with work in flight is safe.
 WorkerGroup::~WorkerGroup() {
   kill_timer_.cancel();
+  spawn_timer_.cancel();
   for (auto& worker : workers_) {
     worker->drain_timer.cancel();
     boost::system::error_code ignored;
@@ -122,9 +123,13 @@ void WorkerGroup::spawn_batch() {
     read_stream(worker, worker->err);
   }
   if (starting_ && !stopping_ && next_to_start_ < to_start_) {
+    // A timer, not a post: a posted handler runs before the signals and exits the reactor has not
+    // collected yet, so a start of thousands could hold them back for seconds; a due timer goes
+    // through the reactor with them.
     std::weak_ptr<int> life = life_;
-    asio::post(io_, [this, life] {
-      if (!life.expired()) spawn_batch();
+    spawn_timer_.expires_after(std::chrono::seconds(0));
+    spawn_timer_.async_wait([this, life](const boost::system::error_code& ec) {
+      if (!ec && !life.expired()) spawn_batch();
     });
     return;
   }

@@ -120,6 +120,7 @@ class WorkerGroup {
   bool stopping_ = false;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);  ///< expires with the group; see the .cpp
   boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer spawn_timer_;  ///< the next batch of a start, after the loop's other events
   bool done_reported_ = false;
 };
 
