@@ -13,6 +13,13 @@ for the end-of-job stress test (tests/stress/end_of_job_hang.py):
   --snapshot-path     one file per node (the tutorial's nodes have their own disks; on loopback
                       two nodes would share one), suffixed with GROUP_RANK
 Rank 0's last line before destroy_process_group() is `training done: <epochs> epochs`.
+
+The end keeps the tutorial's order: destroy_process_group(), then the Trainer and its DDP module go
+when main() returns, so the module's Reducer destroys the process group holding the GIL. That is the
+order of PyTorch 1.13's exit deadlock (docs/usage.md, "A job that does not end"); this trainer hands
+no tensor of its own to a collective, so no gloo thread should ever need the GIL then. Should the
+watchdog catch ~Reducer -> ~ProcessGroupGloo and a gloo thread in PyEval_AcquireThread here, it is
+that race, not ddprun.
 """
 import argparse
 import os
