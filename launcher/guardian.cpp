@@ -76,7 +76,9 @@ void sweep(const std::string& cgroup_dir, const std::set<pid_t>& groups, const s
   // Repeated: a fork fan may start a new process between our look and our kill.
   for (int round = 0; round < 100 && kill_marked(entry) > 0; ++round) {
   }
-  if (!cgroup_dir.empty()) remove_cgroup(cgroup_dir, std::chrono::milliseconds(2000));
+  // The killed are orphans now, reaped by init when it gets to them: until then the cgroup is busy.
+  // Nobody waits for the guardian, so it may wait long.
+  if (!cgroup_dir.empty()) remove_cgroup(cgroup_dir, std::chrono::seconds(30));
 }
 
 [[noreturn]] void run_guardian(int note_fd, const std::string& cgroup_dir, const std::string& marker) {
