@@ -49,7 +49,6 @@ struct WorkerGroup::Stream {
   bool is_stderr;
   bool open = true;
   bool paused = false;  ///< not read until its console has room
-  bool file_failed = false;
 };
 
 struct WorkerGroup::Worker {
@@ -64,7 +63,6 @@ struct WorkerGroup::Worker {
   bool exited = false;
   int stop_signal_sent = 0;  ///< the first signal ddprun sent it, if any
   bool kill_sent = false;
-  bool finished = false;
   Stream out;
   Stream err;
   StderrTail tail;
@@ -190,7 +188,6 @@ void WorkerGroup::write_to_file(Worker& worker, Stream& stream, const std::strin
   // whole, so no line is cut) on the console instead of losing it.
   LogWriteError error{worker.local_rank, stream.route.file_path, std::strerror(errno)};
   stream.route.file_fd = -1;
-  stream.file_failed = true;
   if (stream.route.console == nullptr && stream.route.fallback != nullptr) {
     stream.route.console = stream.route.fallback;
     stream.route.prefix = stream.route.fallback_prefix;
@@ -272,8 +269,7 @@ void WorkerGroup::close_stream(Worker& worker, Stream& stream) {
 void WorkerGroup::maybe_done() {
   if (done_reported_ || starting_) return;
   for (const auto& worker : workers_) {
-    worker->finished = worker->exited && !worker->out.open && !worker->err.open;
-    if (!worker->finished) return;
+    if (!worker->exited || worker->out.open || worker->err.open) return;  // not finished yet
   }
   done_reported_ = true;
   kill_timer_.cancel();

@@ -91,7 +91,6 @@ class WorkerGroup {
   /// timeout is dropped, so that a stop is never held up by a console nobody reads.
   void stop(int signo, std::chrono::milliseconds grace);
 
-  std::size_t size() const { return workers_.size(); }
   std::string stderr_tail_of(int local_rank) const;
 
  private:

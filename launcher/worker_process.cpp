@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "errors.hpp"
-#include "safe_kill.hpp"
 #include "unique_fd.hpp"
 
 namespace ddprun::launcher {
