@@ -8,6 +8,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <initializer_list>
 #include <optional>
 #include <random>
 
@@ -57,6 +58,8 @@ class Settings {
 
   /// A flag: given on the command line (CLI11 records "true", or the text after '='), or a
   /// PET_* boolean.
+  const Environ& environment() const { return env_; }
+
   bool flag(std::string_view name) const {
     auto raw = get(name);
     return raw && parse_boolean(raw->value, raw->label);
@@ -142,6 +145,27 @@ UsageError from_cli11(const CLI::ParseError& e) {
   }
   std::string line = quote_for_message(what);
   return UsageError(line.substr(1, line.size() - 2));
+}
+
+/// One of a fixed set of words, e.g. `--pty on`.
+template <typename E>
+E parse_choice(const Raw& raw, std::initializer_list<std::pair<std::string_view, E>> choices) {
+  std::string names;
+  for (const auto& [word, value] : choices) {
+    if (raw.value == word) return value;
+    names += names.empty() ? "" : ", ";
+    names += word;
+  }
+  reject(raw, "is not one of " + names);
+}
+
+/// torchrun reads LOGLEVEL (Python's logging level names) for its own messages.
+bool loglevel_is_verbose(const Environ& env) {
+  auto level = lookup(env, "LOGLEVEL");
+  if (!level) return false;
+  std::string upper;
+  for (char c : *level) upper += static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return upper == "INFO" || upper == "DEBUG" || upper == "NOTSET";
 }
 
 ProgramMode decide_mode(const Settings& settings, const std::string& program, const Environ& env) {
@@ -235,6 +259,16 @@ void fill_workers(LaunchConfig& config, const Settings& settings, const HostFact
   if (auto raw = settings.get("signals-to-handle")) {
     config.signals_to_handle = parse_signals(raw->value, raw->label);
   }
+  if (auto raw = settings.get("forward-signals")) {
+    config.signals_to_forward = raw->value == "none" ? std::vector<int>{} : parse_signals(raw->value, raw->label);
+  }
+  if (auto raw = settings.get("start-method")) {
+    parse_choice<int>(*raw, {{"fork", 0}, {"spawn", 0}, {"forkserver", 0}});
+    config.start_method = raw->value;
+  }
+  if (auto raw = settings.get("worker-store")) {
+    config.worker_store = parse_choice<WorkerStore>(*raw, {{"agent", WorkerStore::agent}, {"fresh", WorkerStore::fresh}});
+  }
 }
 
 void fill_output(LaunchConfig& config, const Settings& settings) {
@@ -248,6 +282,14 @@ void fill_output(LaunchConfig& config, const Settings& settings) {
     check_prefix_template(raw->value, raw->label);
     config.log_line_prefix_template = raw->value;
   }
+  if (auto raw = settings.get("pty")) {
+    config.pty = parse_choice<PtyMode>(*raw, {{"auto", PtyMode::automatic}, {"on", PtyMode::on}, {"off", PtyMode::off}});
+  }
+  if (auto raw = settings.get("stdin")) {
+    config.stdin_target = parse_choice<StdinTarget>(
+        *raw, {{"none", StdinTarget::none}, {"rank0", StdinTarget::rank0}, {"all", StdinTarget::all}});
+  }
+  config.verbose = settings.flag("verbose") || loglevel_is_verbose(settings.environment());
 }
 
 }  // namespace
@@ -305,6 +347,11 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
   config.program = rest.front();
   config.program_args.assign(rest.begin() + 1, rest.end());
   config.run_path = settings.flag("run-path");
+  config.use_env = settings.flag("use-env");
+  if (auto raw = settings.get("append-local-rank")) {
+    config.append_local_rank = parse_choice<LocalRankArg>(
+        *raw, {{"off", LocalRankArg::off}, {"dash", LocalRankArg::dash}, {"underscore", LocalRankArg::underscore}});
+  }
   config.mode = decide_mode(settings, config.program, env);
   return config;
 }

@@ -34,6 +34,21 @@ enum class ProgramMode {
   executable,     ///< exec PROGRAM ARGS directly (`--no-python`, or an executable file that is not `.py`)
 };
 
+/// `--pty`: whether each worker gets a pseudo-terminal. auto = when ddprun's stdout is a terminal.
+enum class PtyMode { automatic, on, off };
+
+/// `--stdin`: which workers read ddprun's stdin; the others get /dev/null.
+enum class StdinTarget { none, rank0, all };
+
+/// `--append-local-rank`: torch.distributed.launch appended `--local_rank=N` (1.x) or
+/// `--local-rank=N` (2.x) to each worker's arguments; legacy scripts parse it.
+enum class LocalRankArg { off, dash, underscore };
+
+/// `--worker-store`: where workers of a multi-node job find their store (MASTER_ADDR:MASTER_PORT).
+/// agent = node 0's agent store on --master-port with a per-attempt key prefix, as torchrun;
+/// fresh = a fresh store on a fresh port each round (ddprun before; needs any port open between nodes).
+enum class WorkerStore { agent, fresh };
+
 struct LaunchConfig {
   // Membership.
   int min_nodes = 1;
@@ -55,6 +70,9 @@ struct LaunchConfig {
   double shutdown_timeout_s = 30.0;
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   std::string role = "default";
+  std::string start_method = "spawn";  ///< accepted for torchrun (fork|spawn|forkserver); ddprun always forks and execs
+  std::vector<int> signals_to_forward = {SIGUSR1, SIGUSR2};  ///< `--forward-signals`; empty = none
+  WorkerStore worker_store = WorkerStore::agent;
 
   // Devices: 0 = inherit CUDA_VISIBLE_DEVICES unchanged; k > 0 = k devices per worker.
   int devices_per_worker = 0;
@@ -65,10 +83,15 @@ struct LaunchConfig {
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  ///< nothing = every local rank
   std::string log_line_prefix_template;             ///< empty = `[${role_name}${local_rank}]:` on tee
+  PtyMode pty = PtyMode::automatic;
+  StdinTarget stdin_target = StdinTarget::rank0;
+  bool verbose = false;  ///< `-v` or LOGLEVEL=INFO/DEBUG: print the config, the rendezvous, each start
 
   // Program.
   ProgramMode mode = ProgramMode::python_script;
   bool run_path = false;
+  bool use_env = false;  ///< torch.distributed.launch's --use-env: accepted; the environment is always set
+  LocalRankArg append_local_rank = LocalRankArg::off;
   std::string program;                    ///< as given on the command line
   std::vector<std::string> program_args;  ///< passed verbatim (after `${local_rank}` substitution)
 };

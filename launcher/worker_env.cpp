@@ -29,7 +29,9 @@ Environ build_worker_env(const Environ& base, const WorkerSpec& spec) {
   set("TORCHELASTIC_USE_AGENT_STORE", spec.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", spec.error_file);
   if (!spec.progress_file.empty()) set("DDPRUN_PROGRESS_FILE", spec.progress_file);
+  // PyTorch 2.x reads the TORCH_ name, 1.13 the old one; torchrun of each version sets its own.
   env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
+  env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   if (defaults_omp_num_threads(base, spec.local_world_size)) set("OMP_NUM_THREADS", "1");
   if (spec.cuda_visible_devices) set("CUDA_VISIBLE_DEVICES", *spec.cuda_visible_devices);
   return env;
