@@ -24,7 +24,7 @@ TEST_P(EnvContract, EveryWorkerGetsTheTorchrunVariables) {
   Launch launch({"--nproc-per-node", std::to_string(nproc), "--master-port", "0", "--max-restarts", "2",
                  "--rdzv-id", "job7",
                  test_worker_binary(), "env", dir.str()},
-                {}, {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING"});
+                {}, {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"});
   Outcome outcome = launch.wait();
   ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
 
@@ -50,6 +50,7 @@ TEST_P(EnvContract, EveryWorkerGetsTheTorchrunVariables) {
     EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job7");
     EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
     EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
+    EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");  // the name PyTorch 1.13 reads
     EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES"));
     if (nproc > 1) {
       EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
@@ -78,12 +79,13 @@ INSTANTIATE_TEST_SUITE_P(OneToEightWorkers, EnvContract, ::testing::Range(1, 9))
 TEST(EnvContract, UserSettingsWin) {
   TempDir dir;
   Outcome outcome = run_ddprun({"--master-port", "0", "--nproc-per-node", "2", "--role", "trainer", test_worker_binary(), "env", dir.str()},
-                               {{"OMP_NUM_THREADS", "4"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"},
+                               {{"OMP_NUM_THREADS", "4"}, {"TORCH_NCCL_ASYNC_ERROR_HANDLING", "0"}, {"NCCL_ASYNC_ERROR_HANDLING", "3"},
                                 {"CUDA_VISIBLE_DEVICES", "3,5"}});
   ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
   auto env = env_of(dir, 1);
   EXPECT_EQ(env["OMP_NUM_THREADS"], "4");
   EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "0");
+  EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "3");
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "3,5");  // inherited unchanged by default
   EXPECT_EQ(env["ROLE_NAME"], "trainer");
   EXPECT_EQ(outcome.err.find("OMP_NUM_THREADS"), std::string::npos);
