@@ -1,6 +1,7 @@
 #include "store_client.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <mutex>
 #include <random>
@@ -127,12 +128,16 @@ class StoreClient::Impl {
   /// it), and sends it. Returns the deadline of the reply.
   Deadline send(const wire::Request& request, milliseconds timeout, bool mid_exchange = false) {
     check_limits(request);
-    std::string bytes = wire::encode_request(wire::Dialect::current, request);
+    std::string bytes = encode(request);
     if (bytes.size() > options.limits.max_request_bytes) {
       throw CallFailed{"the request is " + std::to_string(bytes.size()) + " bytes, over the limit of " +
                        std::to_string(options.limits.max_request_bytes)};
     }
-    if (!mid_exchange) ensure_connected();
+    if (!mid_exchange) {
+      const wire::Dialect before = dialect_;
+      ensure_connected();
+      if (dialect_ != before) bytes = encode(request);  // this connection fell back to the legacy dialect
+    }
     Deadline deadline = deadline_after(timeout);
     socket_.write_all(bytes, deadline);
     return deadline;
@@ -190,6 +195,12 @@ class StoreClient::Impl {
     }
     std::string message =
         "store " + address + ": " + what + " timed out after " + describe_duration(shown) + std::string(why);
+    if (dialect_ == wire::Dialect::legacy) {
+      // 1.13 has no CANCEL_WAIT (it would reset the connection): the WAIT's late answer could be taken
+      // for the next request's, so the connection goes; the next call reconnects.
+      socket_.close();
+      throw StoreTimeout(message);
+    }
     try {
       Deadline cancel =
           send(make_request(wire::Op::cancel_wait), std::min(options.timeout, kCancelWaitTimeout), /*mid_exchange=*/true);
@@ -206,10 +217,21 @@ class StoreClient::Impl {
 
   std::uint32_t random_u32() { return static_cast<std::uint32_t>(rng_()); }
 
+  /// Any thread (the store's dialect changes at most once, at a connect).
+  wire::Dialect dialect() const { return dialect_.load(); }
+
   /// Not under the mutex: the call it interrupts holds it.
   void interrupt() { socket_.interrupt(); }
 
  private:
+  /// The request's bytes in the connection's dialect; CallFailed when that dialect lacks the op.
+  std::string encode(const wire::Request& request) const {
+    if (!wire::op_code(dialect_, request.op)) {
+      throw CallFailed{"the store speaks PyTorch 1.13's protocol, which has no " + std::string(wire::op_name(request.op))};
+    }
+    return wire::encode_request(dialect_, request);
+  }
+
   void check_limits(const wire::Request& request) const {
     const wire::Limits& limits = options.limits;
     if (request.keys.size() > limits.max_keys_per_request) {
@@ -274,6 +296,10 @@ class StoreClient::Impl {
   /// a store that closes a connection may drop the replies it owed, and the PING's reply is what
   /// tells "the store refused us" from "the store closed at once" (at its connection limit: retried).
   void handshake(const Deadline& deadline) {
+    if (dialect_ == wire::Dialect::legacy) {
+      legacy_probe(deadline);
+      return;
+    }
     wire::Request ping = make_request(wire::Op::ping);
     ping.number = random_u32();
     socket_.write_all(wire::encode_request(wire::Dialect::current, make_request(wire::Op::validate)) +
@@ -283,6 +309,10 @@ class StoreClient::Impl {
     try {
       echoed = read_u32(deadline);
     } catch (const CallFailed& failed) {
+      if (!failed.timed_out && options.legacy_fallback && !options.token) {
+        try_legacy_dialect(failed, deadline);
+        return;
+      }
       // Retried: a store at its connection limit accepts and closes at once.
       throw CallFailed{failed.reason + " (in the handshake)", failed.timed_out};
     }
@@ -304,6 +334,27 @@ class StoreClient::Impl {
                        " at the first request of this client, which has none): set DDPRUN_STORE_TOKEN or " +
                        "DDPRUN_STORE_TOKEN_FILE");
     }
+  }
+
+  /// The current handshake's connection was closed (`failed`): a PyTorch 1.13 store does that to
+  /// VALIDATE. A new connection in the legacy dialect, probed with GETNUMKEYS; when the store answers,
+  /// the legacy dialect stays. When not, CallFailed naming both failures (retried by the caller: the
+  /// store may have been at its connection limit).
+  void try_legacy_dialect(const CallFailed& failed, const Deadline& deadline) {
+    try {
+      socket_.connect(options.host, options.port, deadline);
+      legacy_probe(deadline);
+    } catch (const CallFailed& legacy_failed) {
+      throw CallFailed{failed.reason + " (in the handshake; in PyTorch 1.13's dialect too: " + legacy_failed.reason + ")",
+                       legacy_failed.timed_out};
+    }
+    dialect_ = wire::Dialect::legacy;
+  }
+
+  /// GETNUMKEYS in the legacy dialect: the store answers it, so it speaks that dialect.
+  void legacy_probe(const Deadline& deadline) {
+    socket_.write_all(wire::encode_request(wire::Dialect::legacy, make_request(wire::Op::num_keys)), deadline);
+    read_i64(deadline);
   }
 
   /// The exchange in auth.hpp.
@@ -346,6 +397,8 @@ class StoreClient::Impl {
 
   std::mutex mutex_;
   DeadlineSocket socket_;
+  /// Current until a legacy_fallback finds a store that answers only the legacy dialect.
+  std::atomic<wire::Dialect> dialect_{wire::Dialect::current};
   std::minstd_rand rng_;
 };
 
@@ -444,9 +497,13 @@ std::vector<std::string> StoreClient::multi_get(const std::vector<std::string>& 
   return impl_->call(what, [&] {
     // As PyTorch: wait for all the keys first, since the server cannot answer for a missing one.
     impl_->wait(ks, impl_->options.timeout, what, impl_->options.timeout, " waiting for the keys to be set");
-    Deadline deadline = impl_->send(make_request(wire::Op::multi_get, ks), impl_->options.timeout);
     std::vector<std::string> values;
     values.reserve(ks.size());
+    if (impl_->dialect() == wire::Dialect::legacy) {  // 1.13 has no MULTI_GET
+      for (const auto& k : ks) values.push_back(impl_->read_value(impl_->send(make_request(wire::Op::get, {k}), impl_->options.timeout)));
+      return values;
+    }
+    Deadline deadline = impl_->send(make_request(wire::Op::multi_get, ks), impl_->options.timeout);
     for (std::size_t i = 0; i < ks.size(); ++i) values.push_back(impl_->read_value(deadline));
     return values;
   });
@@ -459,6 +516,12 @@ void StoreClient::multi_set(const std::vector<std::string>& keys, const std::vec
   }
   std::vector<std::string> ks = prefixed(keys);
   impl_->call("MULTI_SET for " + describe_keys(ks), [&] {
+    if (impl_->dialect() == wire::Dialect::legacy) {  // 1.13 has no MULTI_SET
+      for (std::size_t i = 0; i < ks.size(); ++i) {
+        impl_->send(make_request(wire::Op::set, {ks[i]}, {values[i]}), impl_->options.timeout);
+      }
+      return;
+    }
     impl_->send(make_request(wire::Op::multi_set, ks, values), impl_->options.timeout);
   });
 }
@@ -499,6 +562,8 @@ std::int64_t StoreClient::queue_len(std::string_view key) {
     return impl_->read_i64(impl_->send(make_request(wire::Op::queue_len, {k}), impl_->options.timeout));
   });
 }
+
+wire::Dialect StoreClient::dialect() const { return impl_->dialect(); }
 
 void StoreClient::ping() {
   impl_->call("PING", [&] {

@@ -1,5 +1,6 @@
 #pragma once
-/// StoreClient: the blocking TCPStore client of ddprun's agents and workers (current dialect only).
+/// StoreClient: the blocking TCPStore client of ddprun's agents and workers (the current dialect;
+/// PyTorch 1.13's legacy dialect as a fallback that workers ask for, see legacy_fallback).
 ///
 /// Every operation has a deadline: the client drives its own io_context with run_until(deadline),
 /// so a dead or silent store ends in a StoreTimeout or StoreError, never a hang.
@@ -46,6 +47,15 @@ struct StoreClientOptions {
   /// When set, the constructor does not connect: the first call (or connect()) does, with the same
   /// retry. An owner that may have to interrupt() a long connect registers the client first.
   bool defer_connect = false;
+  /// PyTorch 1.13's TCPStore (Debian's torchrun) knows no VALIDATE: it reads one as a SET with an
+  /// impossible key length and resets the connection. When set (and no token is), a connection
+  /// closed in the VALIDATE/PING handshake is tried again at once in the legacy dialect (1.13's
+  /// codes, a GETNUMKEYS as the probe); when the store answers that, the client keeps the legacy
+  /// dialect for the rest of its life. There: no PING (ping() throws StoreError), no queues, no
+  /// authentication; a timed-out wait() closes the connection instead of CANCEL_WAIT (1.13 has
+  /// none; the next call reconnects); multi_get() and multi_set() are done key by key. For worker
+  /// programs that may run under any launcher; ddprun's own agents speak the current dialect only.
+  bool legacy_fallback = false;
 };
 
 class StoreClient {
@@ -91,6 +101,8 @@ class StoreClient {
   std::int64_t queue_len(std::string_view key);
   /// Round trip with a fresh nonce; throws when the store does not answer with it.
   void ping();
+  /// The dialect this client speaks with its store: current, or legacy after a fallback.
+  wire::Dialect dialect() const;
 
   /// Thread-safe, from any thread: the call blocked in another thread (a long WAIT, a connect
   /// retry) ends now with StoreError "interrupted", and so does every later call. For an owner

@@ -65,6 +65,9 @@ GroupStore connect_group_store(const Identity& identity, std::chrono::millisecon
   options.connect_timeout = timeout;
   options.timeout = timeout;
   options.token = token;
+  // Under torchrun 1.13 (Debian's) the store is PyTorch 1.13's TCPStore, which knows no VALIDATE: the
+  // client then speaks its dialect. ddprun's stores and PyTorch 2.x's answer the current one.
+  options.legacy_fallback = true;
   try {
     store.client = std::make_unique<rendezvous::StoreClient>(options);
   } catch (const rendezvous::StoreError& error) {
@@ -72,8 +75,11 @@ GroupStore connect_group_store(const Identity& identity, std::chrono::millisecon
     throw Error("rank " + std::to_string(identity.rank) + " cannot connect to the job's store at " +
                 identity.master_addr + ":" + std::to_string(identity.master_port) + hint + ": " + error.what());
   }
-  store.prefix =
-      "ddprun/pg/" + std::to_string(identity.restart_count) + "/" + std::to_string(next_group_number()) + "/";
+  const std::string group = "ddprun/pg/" + std::to_string(identity.restart_count) + "/" + std::to_string(next_group_number()) + "/";
+  // The launcher's agent store outlives attempts (torchrun's, and ddprun's static multi-node one):
+  // the attempt's keys go where PyTorch's env:// puts them, under PrefixStore("/worker/attempt_<n>"),
+  // so that one cleanup covers both and a restarted attempt never meets the previous one's keys.
+  store.prefix = identity.agent_store ? "/worker/attempt_" + std::to_string(identity.restart_count) + "/" + group : group;
   return store;
 }
 

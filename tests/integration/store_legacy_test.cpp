@@ -1,0 +1,183 @@
+// StoreClient's legacy_fallback against the real thing: PyTorch 1.13's TCPStore server (Debian's
+// python3-torch, the store torchrun 1.13 gives its workers), which resets a connection that starts
+// with VALIDATE. With the fallback the client speaks 1.13's dialect and meets a Python client's keys;
+// without it the failure names the handshake; against ddprun's own store it stays in the current
+// dialect. Skipped, with the reason, where /usr/bin/python3 cannot import torch.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+#include "store_client.hpp"
+#include "store_error.hpp"
+#include "store_server.hpp"
+
+namespace ddprun::rendezvous {
+namespace {
+
+using namespace std::chrono_literals;
+
+/// A TCPStore server in Debian's Python: prints its port; for each line "get K" on stdin it prints
+/// the value of K (waiting for it) and sets "from-python" to "42"; ends when stdin closes.
+constexpr const char* kServerScript = R"(
+import datetime, sys
+from torch.distributed import TCPStore
+store = TCPStore("127.0.0.1", 0, 1, True, timeout=datetime.timedelta(seconds=30), wait_for_workers=False)
+print(store.port, flush=True)
+for line in sys.stdin:
+    if line.startswith("get "):
+        print(store.get(line[4:].strip()).decode(), flush=True)
+        store.set("from-python", "42")
+)";
+
+/// The Python server as a child process, killed when the object goes.
+class TorchStoreServer {
+ public:
+  TorchStoreServer() {
+    int to_child[2], from_child[2];
+    if (pipe(to_child) != 0 || pipe(from_child) != 0) throw std::runtime_error("pipe");
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(to_child[0], 0);
+      dup2(from_child[1], 1);
+      close(to_child[1]);
+      close(from_child[0]);
+      execl(ddprun::testing::kSystemPython, "python3", "-c", kServerScript, static_cast<char*>(nullptr));
+      _exit(127);
+    }
+    close(to_child[0]);
+    close(from_child[1]);
+    stdin_ = to_child[1];
+    stdout_ = from_child[0];
+    std::string line = read_line(60s);  // importing torch takes a few seconds
+    if (!line.empty()) port_ = std::stoi(line);
+  }
+  ~TorchStoreServer() {
+    close(stdin_);
+    close(stdout_);
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  /// 0 when the server did not start (no torch).
+  int port() const { return port_; }
+  /// Asks the Python side for `key` (as a 1.13 client's get) and returns what it printed.
+  std::string python_get(const std::string& key) {
+    std::string request = "get " + key + "\n";
+    if (write(stdin_, request.data(), request.size()) != static_cast<ssize_t>(request.size())) return "";
+    return read_line(20s);
+  }
+
+ private:
+  std::string read_line(std::chrono::milliseconds timeout) {
+    std::string line;
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    char c = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd fd{stdout_, POLLIN, 0};
+      if (poll(&fd, 1, 100) <= 0) continue;
+      if (read(stdout_, &c, 1) != 1) break;
+      if (c == '\n') return line;
+      line += c;
+    }
+    return "";
+  }
+
+  pid_t pid_ = -1;
+  int stdin_ = -1;
+  int stdout_ = -1;
+  int port_ = 0;
+};
+
+StoreClientOptions options_for(int port, bool legacy_fallback) {
+  StoreClientOptions options;
+  options.host = "127.0.0.1";
+  options.port = port;
+  options.connect_timeout = 5s;
+  options.timeout = 20s;
+  options.legacy_fallback = legacy_fallback;
+  return options;
+}
+
+#define START_TORCH_STORE(server)                                                                    \
+  TorchStoreServer server;                                                                           \
+  if ((server).port() == 0) GTEST_SKIP() << "/usr/bin/python3 cannot start torch.distributed.TCPStore " \
+                                            "(Debian's python3-torch is needed)"
+
+TEST(StoreLegacy, FallbackSpeaksPyTorch113Dialect) {
+  START_TORCH_STORE(server);
+  StoreClient client(options_for(server.port(), true));
+  EXPECT_EQ(client.dialect(), wire::Dialect::legacy);
+
+  // Keys meet a Python 1.13 client's, both ways.
+  client.set("ddprun-set", "hello");
+  EXPECT_EQ(server.python_get("ddprun-set"), "hello");
+  EXPECT_EQ(client.get("from-python"), "42");
+
+  EXPECT_EQ(client.add("counter", 5), 5);
+  EXPECT_EQ(client.add("counter", 2), 7);
+  EXPECT_TRUE(client.check({"counter", "ddprun-set"}));
+  EXPECT_FALSE(client.check({"missing"}));
+  client.multi_set({"a", "b"}, {"1", "2"});  // key by key: 1.13 has no MULTI_SET
+  EXPECT_EQ(client.multi_get({"a", "b"}), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(client.compare_set("a", "1", "3"), "3");
+  EXPECT_TRUE(client.delete_key("b"));
+  EXPECT_FALSE(client.check({"b"}));
+}
+
+TEST(StoreLegacy, TimedOutWaitClosesTheConnectionAndTheNextCallReconnects) {
+  START_TORCH_STORE(server);
+  StoreClient client(options_for(server.port(), true));
+  auto started = std::chrono::steady_clock::now();
+  EXPECT_THROW(client.wait({"never"}, 300ms), StoreTimeout);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 10s);  // no hang on a CANCEL_WAIT 1.13 lacks
+  client.set("after", "ok");
+  EXPECT_EQ(client.get("after"), "ok");
+  EXPECT_EQ(client.dialect(), wire::Dialect::legacy);
+}
+
+TEST(StoreLegacy, OpsOutsideTheDialectAreClearErrors) {
+  START_TORCH_STORE(server);
+  StoreClient client(options_for(server.port(), true));
+  try {
+    client.ping();
+    FAIL() << "PING succeeded against a 1.13 store";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("PyTorch 1.13"), std::string::npos) << error.what();
+  }
+  client.set("still", "usable");
+  EXPECT_EQ(client.get("still"), "usable");
+}
+
+TEST(StoreLegacy, WithoutFallbackTheFailureNamesTheHandshake) {
+  START_TORCH_STORE(server);
+  StoreClientOptions options = options_for(server.port(), false);
+  options.connect_timeout = 500ms;
+  try {
+    StoreClient client(options);
+    FAIL() << "connected to a 1.13 store in the current dialect";
+  } catch (const StoreError& error) {
+    EXPECT_NE(std::string(error.what()).find("handshake"), std::string::npos) << error.what();
+  }
+}
+
+TEST(StoreLegacy, FallbackKeepsTheCurrentDialectWithDdprunsStore) {
+  StoreServerOptions server_options;
+  server_options.host = "127.0.0.1";
+  server_options.port = 0;
+  StoreServer server(server_options);
+  server.start();
+  StoreClient client(options_for(server.port(), true));
+  EXPECT_EQ(client.dialect(), wire::Dialect::current);
+  client.ping();
+  client.set("k", "v");
+  EXPECT_EQ(client.get("k"), "v");
+}
+
+}  // namespace
+}  // namespace ddprun::rendezvous
