@@ -8,6 +8,7 @@
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include "agent_support.hpp"
 #include "console.hpp"
@@ -20,6 +21,7 @@
 #include "reaper.hpp"
 #include "store_error.hpp"
 #include "signal_names.hpp"
+#include "terminal_window.hpp"
 #include "worker_env.hpp"
 
 namespace asio = boost::asio;
@@ -58,6 +60,7 @@ int Agent::run() {
   plan_.env[kGuardianMarkVariable] = marker;
   guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
   console_.emplace(io_);
+  set_up_terminals();
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
   // Slurm warns of preemption with SIGUSR1/SIGUSR2: pass them on, the job goes on.
@@ -111,6 +114,7 @@ int Agent::run() {
 void Agent::clean_up() {
   kill_remaining_children(guardian_ ? guardian_->pid() : 0);
   cgroup_.reset();  // what left our tree for good (under another subreaper) is still in the cgroup
+  stdin_.reset();   // ddprun's terminal back in its own mode, whatever the way out
   // The guardian stays until ddprun exits, and then has nothing to do.
   if (guardian_) guardian_->mark_clean();
   console_.reset();  // ddprun's last lines (after run) are written directly
@@ -165,6 +169,8 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
     spec.cuda_visible_devices = plan_.devices.at(static_cast<std::size_t>(local_rank));
     spec.executable = plan_.command.executable;
     spec.argv = substitute_local_rank(plan_.command.argv, local_rank);
+    spec.terminal = worker_terminal_;
+    spec.reads_stdin = config.stdin_target == StdinTarget::all || (config.stdin_target == StdinTarget::rank0 && spec.rank == 0);
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -218,8 +224,16 @@ void Agent::start_attempt() {
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
   };
+  handlers.on_stdin = [this](pid_t pid, int fd, bool pty) {
+    if (stdin_) return stdin_->add_target(pid, fd, pty);
+    ::close(fd);
+  };
+  handlers.on_pty_unavailable = [this](const std::string& reason) {
+    if (!std::exchange(pty_warned_, true)) print_line("warning: " + reason + "; workers write to pipes instead");
+  };
   SpawnSettings spawn_settings;
   spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
+  spawn_settings.window = terminal_window();
   group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), spawn_settings);
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
@@ -272,6 +286,7 @@ void Agent::wait_child_exits() {
 
 void Agent::on_worker_exit(const WorkerExit& exit) {
   if (guardian_) guardian_->forget(exit.pid);
+  if (stdin_) stdin_->remove_target(exit.pid);
   if (exit.exitcode != 0 && phase_ == Phase::running) {
     pending_failures_.push_back(exit);
   } else if (phase_ == Phase::stopping_after_failure && fatal_error_.empty() &&

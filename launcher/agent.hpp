@@ -27,6 +27,7 @@
 #include "port_reservation.hpp"
 #include "program.hpp"
 #include "run_logs.hpp"
+#include "stdin_forwarder.hpp"
 #include "store_server.hpp"
 #include "unique_fd.hpp"
 #include "worker_group.hpp"
@@ -141,6 +142,14 @@ class Agent {
   std::optional<std::string> store_token_;           ///< DDPRUN_STORE_TOKEN(_FILE), for the workers' stores too
   std::chrono::milliseconds close_timeout_{30000};  ///< rdzv close_timeout: the most leave() waits
   std::optional<boost::asio::steady_timer> close_timer_;
+
+  // Terminals (agent_terminal.cpp): a pty per worker, ddprun's stdin forwarded, window size passed on.
+  void set_up_terminals();
+  void wait_window_changes();
+  WorkerTerminal worker_terminal_ = WorkerTerminal::pipes;
+  std::unique_ptr<StdinForwarder> stdin_;  ///< null: --stdin none
+  std::optional<boost::asio::signal_set> window_changes_;
+  bool pty_warned_ = false;
 
   std::unique_ptr<WorkerGroup> group_;
   std::vector<UniqueFd> attempt_log_files_;

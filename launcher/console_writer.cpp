@@ -1,11 +1,16 @@
 #include "console_writer.hpp"
 
 #include <fcntl.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
+#include <string_view>
+
+#include "live_region.hpp"
 
 namespace asio = boost::asio;
 
@@ -14,6 +19,10 @@ namespace {
 
 /// A larger buffer than this is given back once written, so a burst does not pin memory.
 constexpr std::size_t kKeptCapacity = 64 * 1024;
+
+/// A live line longer than this is kept in part: no terminal is this wide, and the bound keeps a
+/// source's live line from growing ddprun's memory.
+constexpr std::size_t kLiveLineBytes = 4096;
 
 /// A file description of our own for the file behind `fd`, non-blocking; -1 when /proc cannot give one.
 int reopen_nonblocking(int fd) {
@@ -48,6 +57,42 @@ ConsoleWriter::ConsoleWriter(asio::io_context& io, int fd, std::size_t limit) : 
   }
   mode_ = Mode::descriptor;
   descriptor_.emplace(io, own);
+  const char* term = std::getenv("TERM");
+  live_ = ::isatty(fd) == 1 && !(term != nullptr && std::string_view(term) == "dumb");
+  if (live_) refresh_size();
+}
+
+void ConsoleWriter::refresh_size() {
+  if (!live_) return;
+  winsize size{};
+  if (::ioctl(fd_, TIOCGWINSZ, &size) == 0 && size.ws_col > 1 && size.ws_row > 0) {
+    columns_ = size.ws_col;
+    rows_ = size.ws_row;
+  }
+  if (!live_lines_.empty()) {
+    live_dirty_ = true;
+    start_write();
+  }
+}
+
+void ConsoleWriter::write(std::string_view bytes, int source, std::string_view live_text) {
+  if (!live_) return write(bytes);
+  if (broken_) return;
+  if (live_text.empty()) {
+    if (live_lines_.erase(source) > 0) live_dirty_ = true;
+  } else {
+    live_text = live_text.substr(0, kLiveLineBytes);
+    auto [it, added] = live_lines_.try_emplace(source);
+    if (added || it->second != live_text) {
+      it->second.assign(live_text);
+      live_dirty_ = true;
+    }
+  }
+  if (!bytes.empty()) {
+    if (drained()) last_progress_ = std::chrono::steady_clock::now();
+    pending_.append(bytes);
+  }
+  start_write();
 }
 
 ConsoleWriter::~ConsoleWriter() {
@@ -79,11 +124,24 @@ void ConsoleWriter::write(std::string_view bytes) {
 void ConsoleWriter::start_write() {
   if (write_in_flight_ || broken_) return;
   if (written_ == writing_.size()) {
-    if (pending_.empty()) return;
+    if (!has_work()) return;
     writing_.clear();
     written_ = 0;
-    writing_.swap(pending_);
+    if (live_) {
+      // One frame: the live region taken back, the complete lines, the live lines as they are now.
+      std::vector<std::string> lines;
+      lines.reserve(live_lines_.size());
+      for (const auto& entry : live_lines_) lines.push_back(fit_to_width(entry.second, columns_ - 1));
+      lines = fit_to_rows(std::move(lines), rows_);
+      writing_ = render_frame(live_shown_, pending_, lines);
+      live_shown_ = lines.size();
+      live_dirty_ = false;
+      pending_.clear();
+    } else {
+      writing_.swap(pending_);
+    }
     if (pending_.capacity() > kKeptCapacity) pending_ = {};
+    if (writing_.empty()) return;
   }
   write_in_flight_ = true;
   std::weak_ptr<int> life = life_;

@@ -13,11 +13,17 @@
 /// private non-blocking file description (setting O_NONBLOCK on the shared one would leak into the
 /// shell that shares it); a socket gets send(MSG_DONTWAIT). When /proc is unavailable, O_NONBLOCK is
 /// set on the shared description and restored when the writer goes away.
+///
+/// On a terminal, the writer keeps a live region at the bottom (live_region.hpp): one line per
+/// source, redrawn in place as the source updates it; queued whole lines are printed above it. Live
+/// updates are not queued as bytes: each write shows the latest state, so a fast progress bar on a
+/// slow terminal costs one frame per write, not one per update.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <chrono>
 #include <cstddef>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -38,6 +44,14 @@ class ConsoleWriter {
 
   /// Queues `bytes` (whole lines, so that lines of different sources never tear). Never blocks.
   void write(std::string_view bytes);
+
+  /// Whether this console shows live lines (a terminal, TERM is not dumb).
+  bool live() const { return live_; }
+  /// Queues `bytes` (whole lines) and makes `live_text` the live line of `source` (empty: it has
+  /// none), in one frame. On a console that is not live, only queues `bytes`.
+  void write(std::string_view bytes, int source, std::string_view live_text);
+  /// The terminal's size changed (SIGWINCH): live lines are cut to the new width from the next frame.
+  void refresh_size();
 
   /// More than the limit waits: sources should pause until `when_room`.
   bool full() const { return queued() > limit_; }
@@ -60,6 +74,7 @@ class ConsoleWriter {
   enum class Mode { direct, descriptor, socket };
 
   void start_write();
+  bool has_work() const { return !pending_.empty() || live_dirty_; }
   void on_written(std::size_t n);
   void fail();
   void notify();
@@ -78,6 +93,14 @@ class ConsoleWriter {
   std::vector<std::function<void()>> room_waiters_;
   std::vector<std::function<void()>> drain_waiters_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
+
+  // The live region (terminals only).
+  bool live_ = false;
+  bool live_dirty_ = false;        ///< the live lines changed since the last frame
+  std::map<int, std::string> live_lines_;  ///< by source, fitted to the width
+  std::size_t live_shown_ = 0;     ///< live lines the terminal shows (after the write in flight)
+  std::size_t columns_ = 80;
+  std::size_t rows_ = 24;
 };
 
 }  // namespace ddprun::launcher

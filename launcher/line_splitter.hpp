@@ -34,6 +34,17 @@ class LineSplitter {
     }
   }
 
+  /// The line begun and not yet ended (what a prompt or a `\r`-updated progress bar shows now).
+  std::string_view pending() const { return pending_; }
+
+  /// Forgets what the begun line showed before its last carriage return that is followed by more
+  /// text: a progress bar that never ends its line then costs one frame of memory, not the run's
+  /// frames. Only for lines whose raw bytes nobody keeps (no log file).
+  void drop_overwritten() {
+    auto cr = pending_.find_last_of('\r');
+    if (cr != std::string::npos && cr + 1 < pending_.size()) pending_.erase(0, cr + 1);
+  }
+
   /// End of stream: a last line without '\n' is passed on as a line.
   template <class OnLine>
   void finish(OnLine&& on_line) {

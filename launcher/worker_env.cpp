@@ -34,6 +34,9 @@ Environ build_worker_env(const Environ& base, const WorkerSpec& spec) {
   env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");
   if (defaults_omp_num_threads(base, spec.local_world_size)) set("OMP_NUM_THREADS", "1");
   if (spec.cuda_visible_devices) set("CUDA_VISIBLE_DEVICES", *spec.cuda_visible_devices);
+  // On a pipe, Python block-buffers stdout: a wrapper script or a console entry point (run without
+  // -u) would show nothing until it exits. On a pty it line-buffers by itself.
+  if (spec.terminal == WorkerTerminal::pipes) env.try_emplace("PYTHONUNBUFFERED", "1");
   return env;
 }
 

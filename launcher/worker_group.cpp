@@ -1,6 +1,7 @@
 #include "worker_group.hpp"
 
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 
 #include "console_writer.hpp"
 #include "errors.hpp"
+#include "live_region.hpp"
 #include "safe_kill.hpp"
 #include "worker_process.hpp"
 
@@ -40,13 +42,14 @@ int torchrun_exitcode(int wait_status) {
 }  // namespace
 
 struct WorkerGroup::Stream {
-  Stream(asio::io_context& io, int fd, StreamRoute r, bool stderr_stream)
-      : pipe(io, fd), route(std::move(r)), is_stderr(stderr_stream) {}
+  Stream(asio::io_context& io, int fd, StreamRoute r, bool stderr_stream, int live_source)
+      : pipe(io, fd), route(std::move(r)), is_stderr(stderr_stream), live_key(live_source) {}
   asio::posix::stream_descriptor pipe;
   StreamRoute route;
   LineSplitter splitter;
   std::array<char, kReadChunk> buffer{};
   bool is_stderr;
+  int live_key;  ///< this stream's line in the console's live region
   bool open = true;
   bool paused = false;  ///< not read until its console has room
 };
@@ -55,11 +58,13 @@ struct WorkerGroup::Worker {
   Worker(asio::io_context& io, int rank, const SpawnedWorker& spawned, const WorkerRoutes& routes)
       : local_rank(rank),
         pid(spawned.pid),
-        out(io, spawned.stdout_fd, routes.out, false),
-        err(io, spawned.stderr_fd, routes.err, true),
+        pty(spawned.pty),
+        out(io, spawned.stdout_fd, routes.out, false, 2 * rank),
+        err(io, spawned.stderr_fd, routes.err, true, 2 * rank + 1),
         drain_timer(io) {}
   int local_rank;
   pid_t pid;
+  bool pty;  ///< its streams are pty masters
   bool exited = false;
   int stop_signal_sent = 0;  ///< the first signal ddprun sent it, if any
   bool kill_sent = false;
@@ -117,6 +122,16 @@ void WorkerGroup::spawn_batch() {
     auto worker = std::make_shared<Worker>(io_, prepared.spec.local_rank, spawned, prepared.routes);
     workers_.push_back(worker);
     if (handlers_.on_spawned) handlers_.on_spawned(worker->pid);
+    if (!spawned.pty_unavailable.empty() && handlers_.on_pty_unavailable) {
+      handlers_.on_pty_unavailable(spawned.pty_unavailable);
+    }
+    if (spawned.stdin_fd >= 0) {
+      if (handlers_.on_stdin) {
+        handlers_.on_stdin(worker->pid, spawned.stdin_fd, spawned.pty);
+      } else {
+        ::close(spawned.stdin_fd);
+      }
+    }
     read_stream(worker, worker->out);
     read_stream(worker, worker->err);
   }
@@ -161,14 +176,29 @@ void WorkerGroup::read_stream(const std::shared_ptr<Worker>& worker, Stream& str
 void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, bool end) {
   std::string console_batch;
   std::string file_batch;
+  // The console shows what a `\r`-updated line shows in the end, not each of its frames; the log
+  // file keeps the bytes as written.
   auto emit = [&](std::string_view line) {
-    if (stream.route.console != nullptr) console_batch.append(stream.route.prefix).append(line).push_back('\n');
+    if (stream.route.console != nullptr) {
+      console_batch.append(stream.route.prefix).append(last_frame(line)).push_back('\n');
+    }
     if (stream.route.file_fd >= 0) file_batch.append(line).push_back('\n');
-    if (stream.is_stderr) worker.tail.add_line(line);
+    if (stream.is_stderr) worker.tail.add_line(last_frame(line));
   };
   stream.splitter.feed(chunk, emit);
   if (end) stream.splitter.finish(emit);
-  if (!console_batch.empty()) stream.route.console->write(console_batch);
+  if (stream.route.file_fd < 0) stream.splitter.drop_overwritten();
+  ConsoleWriter* console = stream.route.console;
+  if (console != nullptr && console->live()) {
+    // On a terminal, the line begun (a progress bar, a prompt) is shown in place at the bottom.
+    std::string live;
+    if (std::string_view begun = last_frame(stream.splitter.pending()); !begun.empty()) {
+      live.append(stream.route.prefix).append(begun);
+    }
+    console->write(console_batch, stream.live_key, live);
+  } else if (!console_batch.empty()) {
+    console->write(console_batch);
+  }
   if (!file_batch.empty()) write_to_file(worker, stream, file_batch);
 }
 
@@ -260,6 +290,9 @@ void WorkerGroup::close_stream(Worker& worker, Stream& stream) {
   if (!stream.open) return;
   stream.open = false;
   stream.paused = false;
+  if (stream.route.console != nullptr && stream.route.console->live()) {
+    stream.route.console->write({}, stream.live_key, {});  // a dropped stream leaves no live line
+  }
   boost::system::error_code ignored;
   stream.pipe.close(ignored);
   if (!worker.out.open && !worker.err.open && worker.exited) worker.drain_timer.cancel();
@@ -305,6 +338,16 @@ void WorkerGroup::stop(int signo, std::chrono::milliseconds grace) {
     starting_ = false;  // spawn_batch, if queued, starts no more
     prepare_ = nullptr;
     maybe_done();
+  }
+}
+
+void WorkerGroup::set_window(const winsize& window) {
+  spawn_settings_.window = window;
+  for (const auto& worker : workers_) {
+    if (!worker->pty || worker->exited) continue;
+    for (Stream* stream : {&worker->out, &worker->err}) {
+      if (stream->open) ::ioctl(stream->pipe.native_handle(), TIOCSWINSZ, &window);
+    }
   }
 }
 

@@ -56,6 +56,11 @@ struct WorkerGroupHandlers {
   std::function<void(const LogWriteError&)> on_log_error;
   /// A worker process started; its pid is also its process group id (for the guardian).
   std::function<void(pid_t)> on_spawned;
+  /// A worker that reads ddprun's stdin started: `fd` is where its input goes (its pty's master or
+  /// its stdin pipe), the handler's to own and close; closed here when there is no handler.
+  std::function<void(pid_t pid, int fd, bool pty)> on_stdin;
+  /// A worker asked for a pty if one could be had, and got pipes: why.
+  std::function<void(const std::string&)> on_pty_unavailable;
 };
 
 /// What one worker needs to start, made just before it starts.
@@ -92,6 +97,10 @@ class WorkerGroup {
   void stop(int signo, std::chrono::milliseconds grace);
 
   std::string stderr_tail_of(int local_rank) const;
+
+  /// ddprun's terminal changed size: each worker pty gets the new size (and its foreground process
+  /// group a SIGWINCH from the kernel), as do workers started later.
+  void set_window(const winsize& window);
 
  private:
   struct Worker;

@@ -21,6 +21,7 @@
 
 #include "errors.hpp"
 #include "unique_fd.hpp"
+#include "worker_pty.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -32,7 +33,7 @@ std::string describe_start_errno(int error) {
     rlimit limit{};
     ::getrlimit(RLIMIT_NOFILE, &limit);
     return text + " (the open-file limit is " + std::to_string(limit.rlim_cur) +
-           "; each worker needs 3 descriptors: raise it with ulimit -n, or start fewer workers)";
+           "; each worker needs 3 descriptors (4 with ptys): raise it with ulimit -n, or start fewer workers)";
   }
   if (error == ENFILE) return text + " (the system's file table is full)";
   if (error == EAGAIN || error == ENOMEM) {
@@ -60,22 +61,31 @@ struct ExecPlan {
   std::vector<char*> argv;
   std::vector<char*> envp;
   pid_t agent_pid;
+  int stdin_fd;
   int stdout_fd;
   int stderr_fd;
-  int devnull_fd;
   int error_fd;  ///< write end of the exec-error pipe (close-on-exec)
+  int terminal_fd;  ///< the pty slave to make the controlling terminal of a new session; -1: none
 };
 
 /// Runs in the child between clone and exec: only async-signal-safe calls here.
 [[noreturn]] void exec_worker(const ExecPlan& plan) {
-  ::setpgid(0, 0);  // own process group: the agent signals the worker and all it spawned at once
+  if (plan.terminal_fd >= 0) {
+    // A session of its own with its pty as controlling terminal, as a login shell has: the process
+    // group the agent signals is the session's, and /dev/tty, job control and SIGWINCH work.
+    if (::setsid() < 0 || ::ioctl(plan.terminal_fd, TIOCSCTTY, 0) < 0) ::_exit(127);
+  } else {
+    ::setpgid(0, 0);  // own process group: the agent signals the worker and all it spawned at once
+  }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // die with the agent, even when it is SIGKILLed
   if (::getppid() != plan.agent_pid) ::_exit(127);  // the agent died before prctl took effect
-  ::dup2(plan.devnull_fd, STDIN_FILENO);
+  ::dup2(plan.stdin_fd, STDIN_FILENO);
   ::dup2(plan.stdout_fd, STDOUT_FILENO);
   ::dup2(plan.stderr_fd, STDERR_FILENO);
-  // The agent ignores SIGPIPE and may block signals; a worker starts with the defaults.
+  // The agent ignores SIGPIPE (and SIGTTIN while it reads a terminal) and may block signals; a
+  // worker starts with the defaults.
   ::signal(SIGPIPE, SIG_DFL);
+  ::signal(SIGTTIN, SIG_DFL);
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
@@ -105,30 +115,86 @@ pid_t clone_process(int cgroup_fd) {
 
 }  // namespace
 
+namespace {
+
+/// The descriptors of one worker's standard streams, the parent's ends and the child's.
+struct Streams {
+  UniqueFd out_read, out_write;  // pipes: read/write ends; ptys: master/slave
+  UniqueFd err_read, err_write;
+  UniqueFd in_read, in_write;    // the child's stdin and ddprun's end; in_read empty: /dev/null
+  bool pty = false;
+};
+
+Streams open_pipes(bool reads_stdin) {
+  Streams s;
+  Pipe out;
+  Pipe err;
+  s.out_read = std::move(out.read_end);
+  s.out_write = std::move(out.write_end);
+  s.err_read = std::move(err.read_end);
+  s.err_write = std::move(err.write_end);
+  if (reads_stdin) {
+    Pipe in;
+    s.in_read = std::move(in.read_end);
+    s.in_write = std::move(in.write_end);
+  }
+  return s;
+}
+
+Streams open_ptys(bool reads_stdin, const std::optional<winsize>& window) {
+  Streams s;
+  s.pty = true;
+  PtyPair out = open_worker_pty(window);
+  PtyPair err = open_worker_pty(window);
+  if (reads_stdin) {
+    // The worker reads the stdout pty's slave; ddprun writes its master, through a descriptor of
+    // its own so that writing and reading are separate events on the loop.
+    int dup = ::fcntl(out.master.get(), F_DUPFD_CLOEXEC, 3);
+    if (dup < 0) throw std::system_error(errno, std::generic_category());
+    s.in_write = UniqueFd(dup);
+  }
+  s.out_read = std::move(out.master);
+  s.out_write = std::move(out.slave);
+  s.err_read = std::move(err.master);
+  s.err_write = std::move(err.slave);
+  return s;
+}
+
+}  // namespace
+
 SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings) {
   auto failed = [&](const std::string& reason) {
     return LaunchError("cannot start worker " + std::to_string(spec.local_rank) + " (" + spec.executable +
                        "): " + reason);
   };
-  std::optional<Pipe> out;
-  std::optional<Pipe> err;
+  Streams streams;
+  std::string pty_unavailable;
+  if (spec.terminal != WorkerTerminal::pipes) {
+    try {
+      streams = open_ptys(spec.reads_stdin, settings.window);
+    } catch (const std::system_error& error) {
+      pty_unavailable = "cannot open a pseudo-terminal: " + describe_pty_errno(error.code().value());
+      if (spec.terminal == WorkerTerminal::pty) throw failed(pty_unavailable + " (--pty on)");
+    }
+  }
   std::optional<Pipe> exec_error;
   UniqueFd devnull(::open("/dev/null", O_RDONLY | O_CLOEXEC));
   try {
-    out.emplace();
-    err.emplace();
+    if (!streams.pty) streams = open_pipes(spec.reads_stdin);
     exec_error.emplace();
   } catch (const std::system_error& error) {
     throw failed(describe_start_errno(error.code().value()));
   }
   if (devnull.get() < 0) throw failed("cannot open /dev/null: " + describe_start_errno(errno));
+  int child_stdin = devnull.get();
+  if (spec.reads_stdin) child_stdin = streams.pty ? streams.out_write.get() : streams.in_read.get();
 
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
   for (const auto& [name, value] : env) env_entries.push_back(name + "=" + value);
   std::vector<std::string> argv = spec.argv.empty() ? std::vector<std::string>{spec.executable} : spec.argv;
-  ExecPlan plan{spec.executable.c_str(), {}, {}, ::getpid(), out->write_end.get(), err->write_end.get(),
-                devnull.get(), exec_error->write_end.get()};
+  ExecPlan plan{spec.executable.c_str(), {}, {}, ::getpid(), child_stdin, streams.out_write.get(),
+                streams.err_write.get(), exec_error->write_end.get(), streams.pty ? streams.out_write.get() : -1};
   for (auto& arg : argv) plan.argv.push_back(arg.data());
   plan.argv.push_back(nullptr);
   for (auto& entry : env_entries) plan.envp.push_back(entry.data());
@@ -137,9 +203,13 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
   const pid_t pid = clone_process(settings.cgroup_fd);
   if (pid == 0) exec_worker(plan);
   if (pid < 0) throw failed(describe_start_errno(errno));
-  ::setpgid(pid, pid);  // also from the parent, so the group exists before we ever signal it
-  out->write_end.reset();
-  err->write_end.reset();
+  // Also from the parent, so the group exists before we ever signal it. Not for a session leader:
+  // setsid() fails in a process that already leads a group; its session exists before the exec
+  // succeeds, and we wait for that below.
+  if (!streams.pty) ::setpgid(pid, pid);
+  streams.out_write.reset();
+  streams.err_write.reset();
+  streams.in_read.reset();
   exec_error->write_end.reset();
   // The exec-error pipe closes on a successful exec; an errno comes through it when exec failed.
   int exec_errno = 0;
@@ -151,9 +221,8 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
     }
     throw failed(describe_start_errno(exec_errno));
   }
-  SpawnedWorker spawned{pid, out->read_end.get(), err->read_end.get()};
-  out->read_end.release();
-  err->read_end.release();
+  SpawnedWorker spawned{pid, streams.out_read.release(), streams.err_read.release(), streams.pty,
+                        streams.in_write.release(), std::move(pty_unavailable)};
   return spawned;
 }
 

@@ -7,6 +7,13 @@
 
 namespace ddprun::launcher {
 
+/// How a worker's stdout and stderr reach ddprun.
+enum class WorkerTerminal {
+  pipes,        ///< pipes (ddprun's stdout is not a terminal, or --pty off)
+  pty_or_pipes, ///< a pty per stream; pipes when none can be opened (--pty auto)
+  pty,          ///< a pty per stream, or the worker does not start (--pty on)
+};
+
 struct WorkerSpec {
   int local_rank = 0;
   int rank = 0;
@@ -28,6 +35,8 @@ struct WorkerSpec {
   std::optional<std::string> cuda_visible_devices;  ///< nothing = inherit the launcher's
   std::string executable;                           ///< absolute path
   std::vector<std::string> argv;                    ///< `${local_rank}` already substituted
+  WorkerTerminal terminal = WorkerTerminal::pipes;
+  bool reads_stdin = false;  ///< ddprun forwards its stdin to this worker; otherwise /dev/null
 };
 
 }  // namespace ddprun::launcher
