@@ -43,6 +43,8 @@ struct AgentPlan {
   std::string hostname;
   /// Rendezvous rounds (several nodes, or c10d) rather than one node with its own store.
   bool multi_node = false;
+  /// Where the GPU count came from (VisibleDevices::source), when the command line needed one.
+  std::optional<std::string> device_source;
 };
 
 class Agent {

@@ -235,10 +235,15 @@ void fill_workers(LaunchConfig& config, const Settings& settings, const HostFact
   if (auto raw = settings.get("devices-per-worker")) {
     config.devices_per_worker = integer_in(raw->value, raw->label, 0, kIntMax, "is not a count (an integer >= 0)");
   }
-  if (auto raw = settings.get("nproc-per-node")) {
-    config.nproc_per_node = parse_nproc(raw->value, raw->label, host, config.devices_per_worker);
+  HostFacts facts = host;  // the devices are counted only where the count matters
+  auto nproc = settings.get("nproc-per-node");
+  if (facts.count_devices && (config.devices_per_worker > 0 || (nproc && (nproc->value == "gpu" || nproc->value == "auto")))) {
+    VisibleDevices found = facts.count_devices();
+    facts.device_count = static_cast<int>(found.names.size());
+    facts.device_source = found.source;
   }
-  require_devices(config.devices_per_worker, config.nproc_per_node, host.device_count);
+  if (nproc) config.nproc_per_node = parse_nproc(nproc->value, nproc->label, facts, config.devices_per_worker);
+  require_devices(config.devices_per_worker, config.nproc_per_node, facts.device_count, facts.device_source);
   if (auto raw = settings.get("role")) {
     require_non_empty(raw->value, raw->label);
     config.role = raw->value;
@@ -304,7 +309,9 @@ HostFacts read_host_facts(const Environ& env) {
     facts.cpu_count = static_cast<int>(::sysconf(_SC_NPROCESSORS_ONLN));
   }
   facts.cpu_count = std::max(facts.cpu_count, 1);
-  facts.device_count = static_cast<int>(visible_devices(env).size());
+  facts.count_devices = [env] {
+    return decide_visible_devices(probe_devices(device_probe_settings(lookup(env, "DDPRUN_TEST_DEVICE_ROOT"))), env);
+  };
   return facts;
 }
 

@@ -2,10 +2,12 @@
 /// The command line and the PET_* environment -> one validated LaunchConfig. Everything here is a
 /// plain function of its inputs (host facts are passed in), except that deciding whether PROGRAM
 /// is an executable looks at the file system.
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "cli_values.hpp"  // Endpoint, parse_endpoint, quote_for_message: part of this interface
+#include "devices.hpp"
 #include "environ.hpp"
 #include "launch_config.hpp"
 
@@ -13,8 +15,13 @@ namespace ddprun::launcher {
 
 /// What `gpu`/`cpu`/`auto` and the device checks count; passed in so that parsing stays pure.
 struct HostFacts {
+  HostFacts(int cpus = 1, int devices = 0) : cpu_count(cpus), device_count(devices) {}
   int cpu_count = 1;
   int device_count = 0;
+  std::string device_source;  ///< where device_count came from (VisibleDevices::source), for messages
+  /// When set, it fills device_count and device_source, asked only when they matter (`gpu`, `auto`,
+  /// --devices-per-worker > 0): a driver may take seconds to answer.
+  std::function<VisibleDevices()> count_devices;
 };
 
 /// Thrown for --help / --version: main prints `text` (which ends with a newline) to stdout and exits 0.
@@ -30,7 +37,8 @@ struct InfoRequested {
 LaunchConfig parse_command_line(const std::vector<std::string>& args, const Environ& env, const HostFacts& host);
 
 /// cpu_count: CPUs this process may run on (sched_getaffinity, so a container's or taskset's
-/// limit counts); device_count: visible_devices(env).size().
+/// limit counts); count_devices: the drivers' answer (probe_devices) read with `env`'s
+/// *_VISIBLE_DEVICES (decide_visible_devices).
 HostFacts read_host_facts(const Environ& env);
 
 }  // namespace ddprun::launcher

@@ -89,8 +89,8 @@ int parse_nproc(std::string_view text, std::string_view flag, const HostFacts& h
   if (v == "gpu") {
     if (host.device_count <= 0) {
       reject_value(text, flag,
-                   "asks for one worker per GPU, but no CUDA devices are visible (CUDA_VISIBLE_DEVICES, "
-                   "/proc/driver/nvidia/gpus)");
+                   "asks for one worker per GPU, but no CUDA devices are visible (" +
+                       (host.device_source.empty() ? std::string("CUDA_VISIBLE_DEVICES") : host.device_source) + ")");
     }
     int workers = host.device_count / std::max(devices_per_worker, 1);
     if (workers == 0) {

@@ -30,17 +30,27 @@ std::string this_hostname() {
 
 AgentPlan plan_job(const std::vector<std::string>& args) {
   Environ env = current_environ();
-  LaunchConfig config = parse_command_line(args, env, read_host_facts(env));
+  HostFacts host = read_host_facts(env);
+  // Counted at most once, and only when the command line needs it; kept for -v.
+  std::optional<VisibleDevices> counted;
+  host.count_devices = [&counted, count = host.count_devices] {
+    if (!counted) counted = count();
+    return *counted;
+  };
+  LaunchConfig config = parse_command_line(args, env, host);
   std::vector<std::optional<std::string>> devices(static_cast<std::size_t>(config.nproc_per_node));
   if (config.devices_per_worker > 0) {
-    auto assigned = assign_devices(visible_devices(env), config.devices_per_worker, config.nproc_per_node);
+    const VisibleDevices& visible = host.count_devices();
+    auto assigned = assign_devices(visible.names, config.devices_per_worker, config.nproc_per_node, visible.source);
     for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = assigned.at(i);
   }
   WorkerCommand command = resolve_program(config, env);
   // --standalone is c10d on a store of its own: one node, which the single-node agent runs as it is.
   const bool multi_node = config.max_nodes > 1 || (config.rdzv_backend == "c10d" && !config.standalone);
-  return AgentPlan{std::move(config), std::move(command), std::move(env), std::move(devices), this_hostname(),
-                   multi_node};
+  AgentPlan plan{std::move(config), std::move(command), std::move(env), std::move(devices), this_hostname(),
+                 multi_node, std::nullopt};
+  if (counted) plan.device_source = counted->source;
+  return plan;
 }
 
 int fail(const std::string& line, int status) {

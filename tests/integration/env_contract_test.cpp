@@ -93,9 +93,12 @@ TEST(EnvContract, UserSettingsWin) {
 
 TEST(EnvContract, DevicesPerWorkerSplitsTheVisibleList) {
   TempDir dir;
+  TempDir root;  // a recorded NVIDIA driver with 9 GPUs: only GPUs that exist count
+  std::filesystem::create_directories(root.path() / "proc/driver/nvidia/gpus");
+  for (int i = 0; i < 9; ++i) std::filesystem::create_directory(root.path() / ("proc/driver/nvidia/gpus/gpu" + std::to_string(i)));
   Outcome outcome = run_ddprun({"--master-port", "0", "--nproc-per-node", "2", "--devices-per-worker", "2", test_worker_binary(), "env",
                                 dir.str()},
-                               {{"CUDA_VISIBLE_DEVICES", "4,5,6,7,8"}});
+                               {{"CUDA_VISIBLE_DEVICES", "4,5,6,7,8"}, {"DDPRUN_TEST_DEVICE_ROOT", root.str()}});
   ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
   EXPECT_EQ(env_of(dir, 0)["CUDA_VISIBLE_DEVICES"], "4,5");
   EXPECT_EQ(env_of(dir, 1)["CUDA_VISIBLE_DEVICES"], "6,7");
