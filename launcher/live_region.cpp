@@ -32,20 +32,6 @@ bool is_continuation(char c) { return (static_cast<unsigned char>(c) & 0xC0) == 
 
 }  // namespace
 
-std::size_t display_width(std::string_view text) {
-  std::size_t width = 0;
-  while (!text.empty()) {
-    if (text.front() == '\x1b') {
-      text.remove_prefix(escape_length(text));
-      continue;
-    }
-    auto byte = static_cast<unsigned char>(text.front());
-    if (byte >= 0x20 && byte != 0x7F && !is_continuation(text.front())) ++width;
-    text.remove_prefix(1);
-  }
-  return width;
-}
-
 std::string fit_to_width(std::string_view text, std::size_t columns) {
   std::string out;
   std::size_t width = 0;

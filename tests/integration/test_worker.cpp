@@ -15,6 +15,11 @@
 ///   echo ARGS...             print the arguments, one a line
 ///   fail-together EPOCH_MS   ignore stop signals, sleep until EPOCH_MS (wall clock), then fail in
 ///                            the rank's own way: 0 exit 20, 1 exit 21, 2 SIGKILL, 3 SIGSEGV
+///   ticks N MS               a C++ trainer: printf "tick i" N times, MS ms apart, never fflush
+///                            (block-buffered on a pipe, line-buffered on a terminal)
+///   isatty                   print "isatty 0=X 1=Y 2=Z" for stdin, stdout and stderr (1 = a terminal)
+///   bar N MS                 rank 0: a tqdm-like bar, "\rbar i/N" N times MS ms apart, then "\n";
+///                            the other ranks: "line i\n" at the same pace
 #include <signal.h>
 #include <unistd.h>
 
@@ -173,6 +178,31 @@ int main(int argc, char** argv) {
       std::memset(block, 1, kChunk);  // touch every page: only resident memory counts
     }
     return 71;
+  }
+  if (mode == "ticks" && argc == 4) {
+    for (int i = 1; i <= std::atoi(argv[2]); ++i) {
+      std::printf("tick %d\n", i);
+      ::usleep(static_cast<useconds_t>(std::atoi(argv[3])) * 1000);
+    }
+    return 0;
+  }
+  if (mode == "isatty") {
+    std::printf("isatty 0=%d 1=%d 2=%d\n", ::isatty(0), ::isatty(1), ::isatty(2));
+    return 0;
+  }
+  if (mode == "bar" && argc == 4) {
+    const int steps = std::atoi(argv[2]);
+    for (int i = 1; i <= steps; ++i) {
+      if (rank == 0) {
+        std::printf("\rbar %d/%d", i, steps);
+      } else {
+        std::printf("line %d\n", i);
+      }
+      std::fflush(stdout);
+      ::usleep(static_cast<useconds_t>(std::atoi(argv[3])) * 1000);
+    }
+    if (rank == 0) std::printf("\n");
+    return 0;
   }
   if (mode == "echo") {
     for (int i = 2; i < argc; ++i) std::printf("%s\n", argv[i]);

@@ -1,0 +1,321 @@
+// Workers on pseudo-terminals and stdin forwarding (issue 11, items 1 and 2), driven as a user at a
+// terminal drives ddprun: ddprun runs on a pty of the test's own (forkpty), or inside tmux whose
+// screen is read back with capture-pane; keys are typed into the pty. Nothing is mocked.
+#include <fcntl.h>
+#include <poll.h>
+#include <pty.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "harness.hpp"
+
+namespace ddprun::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+const std::filesystem::path kData = std::filesystem::path(__FILE__).parent_path() / "data";
+const char* kRankPrefix = "--log-line-prefix-template=[${rank}]:";
+
+/// ddprun started on a pseudo-terminal of its own (its stdin, stdout and stderr), 120x40.
+class PtyLaunch {
+ public:
+  explicit PtyLaunch(const std::vector<std::string>& args) {
+    winsize size{};
+    size.ws_row = 40;
+    size.ws_col = 120;
+    std::vector<std::string> argv{ddprun_binary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    pid_ = ::forkpty(&master_, nullptr, nullptr, &size);
+    if (pid_ == 0) {
+      // A terminal as users have, but for "\n" -> "\r\n" on output: the test reads the bytes as written.
+      termios mode{};
+      ::tcgetattr(STDIN_FILENO, &mode);
+      mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+      ::tcsetattr(STDIN_FILENO, TCSANOW, &mode);
+      ::setenv("TMPDIR", tmp_.str().c_str(), 1);
+      ::setenv("TERM", "xterm", 1);
+      ::setenv("NO_COLOR", "1", 1);
+      std::vector<char*> raw;
+      for (auto& arg : argv) raw.push_back(arg.data());
+      raw.push_back(nullptr);
+      ::execv(raw[0], raw.data());
+      ::_exit(127);
+    }
+    if (pid_ < 0) throw std::runtime_error("forkpty failed");
+  }
+  ~PtyLaunch() {
+    if (!exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    ::close(master_);
+  }
+
+  /// Reads what ddprun wrote until `text` appears (after `from`); whether it did within `timeout`.
+  bool wait_for(const std::string& text, std::chrono::milliseconds timeout = 20s, std::size_t from = 0) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (output_.find(text, from) == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline || !read_some(100)) return false;
+    }
+    return true;
+  }
+  void type(const std::string& keys) { ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size())); }
+  bool running() {
+    if (exited_) return false;
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      exited_ = true;
+      status_ = status;
+    }
+    return !exited_;
+  }
+  /// Reads until ddprun has exited and its terminal is closed; its exit status (128+N by signal N).
+  int wait_exit(std::chrono::milliseconds timeout = 60s) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline && read_some(100)) {
+    }
+    if (!exited_) {
+      if (std::chrono::steady_clock::now() >= deadline) ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status_, 0);
+      exited_ = true;
+    }
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+  termios mode() const {
+    termios t{};
+    ::tcgetattr(master_, &t);  // a pty master reports its slave's settings
+    return t;
+  }
+  pid_t pid() const { return pid_; }
+  const std::string& output() const { return output_; }
+
+ private:
+  /// One poll and read; false at the end of the terminal's output (EIO: every slave closed).
+  bool read_some(int timeout_ms) {
+    pollfd pfd{master_, POLLIN, 0};
+    if (::poll(&pfd, 1, timeout_ms) <= 0) return !exited_ || (pfd.revents & POLLIN) != 0 || running();
+    char buffer[4096];
+    ssize_t n = ::read(master_, buffer, sizeof buffer);
+    if (n <= 0) return false;
+    output_.append(buffer, static_cast<std::size_t>(n));
+    return true;
+  }
+
+  TempDir tmp_;
+  int master_ = -1;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::string output_;
+};
+
+bool has_system_python() { return ::access(kSystemPython, X_OK) == 0; }
+
+// (a) A C++ trainer that printf()s a line now and then, never flushing: on a pty its lines arrive
+// while it runs; on a pipe (--pty off) C stdio holds them until it exits.
+TEST(Terminal, PrintfTrainerLinesArriveWhileItRuns) {
+  PtyLaunch launch({"--standalone", "--nproc_per_node=1", "--no-python", test_worker_binary(), "ticks", "20", "150"});
+  ASSERT_TRUE(launch.wait_for("tick 1\n", 20s)) << launch.output();
+  EXPECT_TRUE(launch.running());
+  EXPECT_EQ(launch.output().find("tick 20"), std::string::npos) << "the first line came with the last";
+  EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
+  EXPECT_NE(launch.output().find("tick 20\n"), std::string::npos);
+  // No "\r\n" from the worker's pty: its bytes come through as written.
+  EXPECT_EQ(launch.output().find("tick 1\r"), std::string::npos) << launch.output();
+}
+
+TEST(Terminal, PrintfTrainerOnPipesIsHeldBackUntilItExits) {
+  PtyLaunch launch({"--standalone", "--nproc_per_node=1", "--pty=off", "--no-python", test_worker_binary(), "ticks",
+                    "10", "100"});
+  ASSERT_TRUE(launch.wait_for("tick 1\n", 20s)) << launch.output();
+  EXPECT_TRUE(launch.wait_for("tick 10\n", 100ms)) << "block-buffered: the first line comes with the last";
+  EXPECT_EQ(launch.wait_exit(), 0);
+}
+
+// (c) isatty in the worker: stdout and stderr on ptys; stdin a pty for rank 0 only (the others
+// read /dev/null); with --pty off, pipes (rank 0's stdin a pipe from ddprun).
+TEST(Terminal, WorkersSeeATerminalUnderAPty) {
+  PtyLaunch launch({"--standalone", "--nproc_per_node=2", kRankPrefix, "--no-python", test_worker_binary(), "isatty"});
+  EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
+  EXPECT_NE(launch.output().find("[0]:isatty 0=1 1=1 2=1\n"), std::string::npos) << launch.output();
+  EXPECT_NE(launch.output().find("[1]:isatty 0=0 1=1 2=1\n"), std::string::npos) << launch.output();
+}
+
+TEST(Terminal, WorkersSeePipesWithPtyOff) {
+  PtyLaunch launch(
+      {"--standalone", "--nproc_per_node=2", "--pty=off", kRankPrefix, "--no-python", test_worker_binary(), "isatty"});
+  EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
+  EXPECT_NE(launch.output().find("[0]:isatty 0=0 1=0 2=0"), std::string::npos) << launch.output();
+  EXPECT_NE(launch.output().find("[1]:isatty 0=0 1=0 2=0"), std::string::npos) << launch.output();
+}
+
+TEST(Terminal, PtyOnGivesATerminalWithoutOne) {
+  Outcome outcome = run_ddprun({"--standalone", "--nproc_per_node=1", "--pty=on", "--no-python", test_worker_binary(), "isatty"});
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_NE(outcome.out.find("isatty 0=1 1=1 2=1"), std::string::npos) << outcome.out;
+  Outcome automatic = run_ddprun({"--standalone", "--nproc_per_node=1", "--no-python", test_worker_binary(), "isatty"});
+  EXPECT_NE(automatic.out.find("isatty 0=0 1=0 2=0"), std::string::npos) << automatic.out;
+}
+
+// (b) A tqdm-like bar on rank 0 while rank 1 prints whole lines: on the screen (tmux), the bar is one
+// line with its prefix and its last state, and rank 1's lines are whole.
+TEST(Terminal, ProgressBarIsDrawnInPlaceWithItsPrefix) {
+  if (std::system("tmux -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed";
+  TempDir tmp;
+  const std::string socket = "ddprun_test_" + std::to_string(::getpid());
+  const std::string tmux = "tmux -L " + socket + " -f /dev/null ";
+  const std::string command = "TMPDIR=" + tmp.str() + " NO_COLOR=1 " + ddprun_binary() +
+                              " --standalone --nproc_per_node=2 '--log-line-prefix-template=[\\${rank}]:' --no-python " +
+                              test_worker_binary() + " bar 15 60; echo EXIT=$?; sleep 60";
+  ASSERT_EQ(std::system((tmux + "new-session -d -x 100 -y 40 \"" + command + "\"").c_str()), 0);
+  std::string screen;
+  bool ended = eventually(
+      [&] {
+        FILE* pipe = ::popen((tmux + "capture-pane -p").c_str(), "r");
+        if (pipe == nullptr) return false;
+        screen.clear();
+        char buffer[4096];
+        std::size_t n = 0;
+        while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) screen.append(buffer, n);
+        ::pclose(pipe);
+        return screen.find("EXIT=") != std::string::npos;
+      },
+      30s);
+  std::system((tmux + "kill-server 2>/dev/null").c_str());
+  ASSERT_TRUE(ended) << screen;
+  EXPECT_NE(screen.find("EXIT=0"), std::string::npos) << screen;
+  std::vector<std::string> lines = split_lines(screen);
+  int bar_lines = 0;
+  for (const auto& line : lines) {
+    if (line.find("bar ") != std::string::npos) {
+      ++bar_lines;
+      EXPECT_EQ(line.substr(0, line.find_last_not_of(' ') + 1), "[0]:bar 15/15") << screen;
+    }
+  }
+  EXPECT_EQ(bar_lines, 1) << screen;
+  for (int i = 1; i <= 15; ++i) {
+    std::string line = "[1]:line " + std::to_string(i);
+    EXPECT_EQ(std::count(lines.begin(), lines.end(), line), 1) << line << "\n" << screen;
+  }
+}
+
+// Not a terminal: the bar's last state, once, without its frames; the log file keeps the frames.
+TEST(Terminal, ProgressBarOnAPipeShowsItsLastState) {
+  TempDir logs;
+  Outcome outcome = run_ddprun({"--standalone", "--nproc_per_node=2", kRankPrefix, "--log-dir=" + logs.str(), "-t", "0:1",
+                                "--no-python", test_worker_binary(), "bar", "15", "5"});
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_NE(outcome.out.find("[0]:bar 15/15\n"), std::string::npos) << outcome.out;
+  EXPECT_EQ(outcome.out.find('\r'), std::string::npos) << outcome.out;
+  EXPECT_EQ(outcome.out.find("bar 14/15"), std::string::npos) << outcome.out;
+  std::string log;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(logs.path())) {
+    if (entry.path().filename() == "stdout.log" && entry.path().parent_path().filename() == "0") log = read_file(entry.path());
+  }
+  EXPECT_NE(log.find("\rbar 14/15\rbar 15/15\n"), std::string::npos) << log;
+}
+
+// (d) pdb on rank 0 through the pty: `p x+1` prints 42, `c` continues, the job ends well.
+TEST(Terminal, PdbOnRankZero) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  PtyLaunch launch({"--standalone", "--nproc_per_node=2", "--no-python", kSystemPython, (kData / "pdb_rank0.py").string()});
+  ASSERT_TRUE(launch.wait_for("(Pdb) ")) << launch.output();
+  std::size_t prompt = launch.output().size();
+  launch.type("p x+1\n");
+  ASSERT_TRUE(launch.wait_for("42", 20s, prompt)) << launch.output();
+  launch.type("c\n");
+  EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
+  EXPECT_NE(launch.output().find("rank 0 done"), std::string::npos) << launch.output();
+  EXPECT_NE(launch.output().find("rank 1 done"), std::string::npos) << launch.output();
+}
+
+// (g) Ctrl-C typed while rank 0 waits in pdb stops the job (the second one at once), and ddprun's
+// terminal, in forwarding mode meanwhile, is back in its own mode afterwards.
+TEST(Terminal, CtrlCInPdbStopsTheJobAndRestoresTheTerminal) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  PtyLaunch launch({"--standalone", "--nproc_per_node=2", "--no-python", kSystemPython, (kData / "pdb_rank0.py").string()});
+  const termios before = launch.mode();
+  ASSERT_TRUE(before.c_lflag & ICANON);
+  ASSERT_TRUE(launch.wait_for("(Pdb) ")) << launch.output();
+  termios during = launch.mode();
+  EXPECT_FALSE(during.c_lflag & ICANON);
+  EXPECT_FALSE(during.c_lflag & ECHO);
+  EXPECT_TRUE(during.c_lflag & ISIG);
+  launch.type("\x03");
+  ASSERT_TRUE(launch.wait_for("KeyboardInterrupt")) << launch.output();  // pdb got the forwarded SIGINT
+  launch.type("\x03");
+  EXPECT_EQ(launch.wait_exit(), 128 + SIGINT) << launch.output();
+  termios after = launch.mode();
+  EXPECT_EQ(after.c_lflag, before.c_lflag);
+  EXPECT_EQ(after.c_iflag, before.c_iflag);
+  EXPECT_EQ(0, std::memcmp(after.c_cc, before.c_cc, sizeof after.c_cc));
+}
+
+// (e) Piped stdin is rank 0's; rank 1 reads /dev/null. (f) --stdin none: nobody's, and unread.
+TEST(Terminal, PipedStdinIsAnsweredOnRankZero) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  std::string command = "printf 'answer\\n' | exec " + ddprun_binary() + " --standalone --nproc_per_node=2 --no-python " +
+                        kSystemPython + " " + (kData / "read_stdin.py").string();
+  Outcome outcome = run_ddprun_via({"/bin/sh", "-c", command});
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_NE(outcome.out.find("rank 0 got answer\n"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.out.find("rank 1 EOF\n"), std::string::npos) << outcome.out;
+}
+
+TEST(Terminal, StdinAllGoesToEveryWorker) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  std::string command = "printf 'answer\\n' | exec " + ddprun_binary() +
+                        " --standalone --nproc_per_node=2 --stdin=all --no-python " + kSystemPython + " " +
+                        (kData / "read_stdin.py").string();
+  Outcome outcome = run_ddprun_via({"/bin/sh", "-c", command});
+  EXPECT_NE(outcome.out.find("rank 0 got answer\n"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.out.find("rank 1 got answer\n"), std::string::npos) << outcome.out;
+}
+
+TEST(Terminal, StdinNoneLeavesItUnread) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  std::string command = "printf 'answer\\n' | { " + ddprun_binary() + " --standalone --nproc_per_node=2 --stdin=none --no-python " +
+                        kSystemPython + " " + (kData / "read_stdin.py").string() + "; echo after; cat; }";
+  Outcome outcome = run_ddprun_via({"/bin/sh", "-c", command});
+  EXPECT_NE(outcome.out.find("rank 0 EOF\n"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.out.find("rank 1 EOF\n"), std::string::npos) << outcome.out;
+  EXPECT_NE(outcome.out.find("after\nanswer\n"), std::string::npos) << outcome.out;
+}
+
+// (h) No orphan after a SIGKILLed ddprun whose workers lead sessions on their ptys.
+TEST(Terminal, NoOrphanAfterSigkillWithPtys) {
+  TempDir dir;
+  PtyLaunch launch({"--standalone", "--nproc_per_node=2", "--no-python", test_worker_binary(), "pid", dir.str()});
+  std::vector<pid_t> pids;
+  ASSERT_TRUE(eventually([&] {
+    pids.clear();
+    for (int rank : {0, 1}) {
+      std::ifstream in(dir.path() / ("pid_" + std::to_string(rank)));
+      pid_t pid = 0;
+      if (in >> pid) pids.push_back(pid);
+    }
+    return pids.size() == 2;
+  }));
+  for (pid_t pid : pids) EXPECT_EQ(::getsid(pid), pid) << "a worker on a pty leads its own session";
+  ::kill(launch.pid(), SIGKILL);
+  launch.wait_exit();
+  for (pid_t pid : pids) EXPECT_TRUE(eventually([&] { return !process_alive(pid); })) << pid;
+}
+
+}  // namespace
+}  // namespace ddprun::testing
