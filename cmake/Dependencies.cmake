@@ -12,9 +12,10 @@ find_package(Gloo REQUIRED)  # Debian libgloo-dev: CPU collectives over TCP
 # CUDA and NCCL (under /usr/local/cuda on the project's machines) enable the nccl backend;
 # everything else builds and passes without them.
 find_package(CUDAToolkit QUIET)
-find_library(DDPRUN_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/cuda/lib64)
-find_path(DDPRUN_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/cuda/include)
-if(CUDAToolkit_FOUND AND DDPRUN_NCCL_LIBRARY AND DDPRUN_NCCL_INCLUDE_DIR)
+if(CUDAToolkit_FOUND)
+  include(${CMAKE_CURRENT_LIST_DIR}/ddprunNCCL.cmake)  # ddprun::libnccl
+endif()
+if(CUDAToolkit_FOUND AND DDPRUN_NCCL_FOUND)
   set(DDPRUN_WITH_NCCL ON)
   message(STATUS "ddprun: nccl backend enabled (${DDPRUN_NCCL_LIBRARY})")
 else()
