@@ -1,54 +1,177 @@
 #!/usr/bin/env bash
-# The packaging test: installs the current build into a fresh prefix, builds tests/packaging/consumer
-# against it as an out-of-tree project (find_package(ddprun), ddprun::runtime), and runs it as a
-# world of one and as two ranks under the installed ddprun.
-#   run_packaging_test.sh BUILD_DIR [GENERATOR] [CXX_COMPILER]
+# The packaging tests: ddprun installed into a fresh prefix and used as docs/runtime.md says.
+#   run_packaging_test.sh STAGE BUILD_DIR WORK_DIR SOURCE_DIR [GENERATOR] [CXX_COMPILER]
+# Stages (CTest runs `install` first, as the fixture of the others):
+#   install   cmake --install BUILD_DIR into WORK_DIR/prefix (emptied first); checks the exported
+#             targets leak nothing of the build (paths, internal targets); takes the trainer's
+#             CMakeLists.txt and trainer.cpp from docs/runtime.md as written, configures it with the
+#             doc's command in an environment without CUDA or Torch hints, builds it, checks that
+#             Torch was not looked for, and runs it alone and as 2 ranks under the installed ddprun.
+#   torchrun  runs the trainer as 2 ranks under torchrun-anchor (PyTorch 1.13's torchrun, static
+#             rendezvous: the workers use its agent's TCPStore, PyTorch 1.13's server).
+#   mpirun    runs it as 2 ranks under Open MPI's mpirun.
+#   torch     builds tests/packaging/torch_consumer (find_package(ddprun COMPONENTS torch)) and runs
+#             it alone; checks that an unknown component is a clear error.
+# Exit 77 (CTest: skipped) with the reason when a needed tool cannot start.
 set -euo pipefail
 
-build_dir=$(cd "${1:?usage: run_packaging_test.sh BUILD_DIR [GENERATOR] [CXX_COMPILER]}" && pwd)
-generator=${2:-Ninja}
-compiler=${3:-c++}
-consumer_src=$(cd "$(dirname "$0")/consumer" && pwd)
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/ddprun-packaging.XXXXXX")
-trap 'rm -rf "$work"' EXIT
+usage="usage: run_packaging_test.sh install|torchrun|mpirun|torch BUILD_DIR WORK_DIR SOURCE_DIR [GENERATOR] [CXX_COMPILER]"
+stage=${1:?$usage}
+build_dir=$(cd "${2:?$usage}" && pwd)
+work=${3:?$usage}
+source_dir=$(cd "${4:?$usage}" && pwd)
+generator=${5:-Ninja}
+compiler=${6:-c++}
 prefix=$work/prefix
+trainer=$work/trainer/build/trainer
+system_python=/usr/bin/python3
+anchor=/work/shared/tools/torchrun-anchor
 
-fail() { echo "packaging test: $*" >&2; exit 1; }
+fail() { echo "packaging test ($stage): $*" >&2; exit 1; }
+skip() { echo "packaging test ($stage): SKIPPED: $*"; exit 77; }
 
-echo "== cmake --install $build_dir --prefix $prefix"
-cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "install failed"; }
+# A user's shell as far as the build is concerned: no CUDA on PATH, no CUDA_PATH, Torch_DIR or
+# CMAKE_PREFIX_PATH; the prefix comes only from the command line, as the doc says.
+clean_env() {
+  env -i HOME="${HOME:-/root}" PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+      LANG=C.UTF-8 TMPDIR="${TMPDIR:-/tmp}" "$@"
+}
 
-for path in bin/ddprun bin/ddprun-store include/ddprun/process_group.hpp include/ddprun/identity.hpp; do
-  [[ -e $prefix/$path ]] || fail "the install lacks $path"
-done
-# Under lib/ or lib/<multiarch>/, as GNUInstallDirs decided when the build was configured.
-for name in libddprun_runtime.a libddprun_rendezvous.a cmake/ddprun/ddprunConfig.cmake \
-            cmake/ddprun/ddprunConfigVersion.cmake cmake/ddprun/ddprunTargets.cmake; do
-  compgen -G "$prefix/lib*/$name" >/dev/null || compgen -G "$prefix/lib*/*/$name" >/dev/null \
-    || fail "the install lacks lib/$name"
-done
+# The fenced block after the line `<!-- packaging-test: NAME ...` in docs/runtime.md.
+doc_snippet() {
+  awk -v marker="<!-- packaging-test: $1 " '
+    index($0, marker) == 1 { armed = 1; next }
+    armed && !inside && /^```/ { inside = 1; next }
+    inside && /^```/ { exit }
+    inside { print }
+  ' "$source_dir/docs/runtime.md"
+}
 
-echo "== configure and build the consumer against $prefix"
-# Only the installed tree may satisfy find_package(ddprun): no package registry, no source tree.
-cmake -S "$consumer_src" -B "$work/consumer" -G "$generator" -DCMAKE_CXX_COMPILER="$compiler" \
-      -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF \
-      >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configuring the consumer failed"; }
-grep -q "$prefix" "$work/consumer/CMakeCache.txt" || fail "ddprun was not found under $prefix"
-cmake --build "$work/consumer" >"$work/build.log" 2>&1 || { cat "$work/build.log"; fail "building the consumer failed"; }
+free_port() {
+  "$system_python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
 
-echo "== run it alone (a world of one)"
-# Without the variables of a launcher, the consumer is a world of one.
-output=$(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u TORCHELASTIC_RUN_ID -u OMPI_COMM_WORLD_RANK \
-             -u OMPI_COMM_WORLD_SIZE -u SLURM_PROCID -u PMI_RANK -u MASTER_PORT "$work/consumer/app") \
-  || fail "the consumer failed alone: $output"
-echo "$output"
-grep -q "consumer ok: rank 0 of 1" <<<"$output" || fail "unexpected output alone: $output"
+# expect_ranks OUTPUT LAUNCHER: every rank of 2 printed its success line under LAUNCHER.
+expect_ranks() {
+  for rank in 0 1; do
+    grep -q "trainer ok: rank $rank of 2 under $2" <<<"$1" || fail "rank $rank did not report success under $2"
+  done
+}
 
-echo "== run it as two ranks under the installed ddprun (--standalone: a free port)"
-output=$("$prefix/bin/ddprun" --standalone --nproc-per-node 2 "$work/consumer/app" 2>&1) || fail "under ddprun: $output"
-echo "$output"
-for rank in 0 1; do
-  grep -q "consumer ok: rank $rank of 2" <<<"$output" || fail "rank $rank did not report success under ddprun"
-done
-echo "packaging test: ok"
+case $stage in
+install)
+  rm -rf "$work"
+  mkdir -p "$work/trainer"
+  echo "== cmake --install $build_dir --prefix $prefix"
+  cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "install failed"; }
+  for path in bin/ddprun bin/ddprun-store include/ddprun/ddprun.hpp include/ddprun/process_group.hpp; do
+    [[ -e $prefix/$path ]] || fail "the install lacks $path"
+  done
+  config_dir=$(dirname "$(compgen -G "$prefix/lib*/cmake/ddprun/ddprunConfig.cmake" || compgen -G "$prefix/lib*/*/cmake/ddprun/ddprunConfig.cmake" || true)")
+  [[ -f $config_dir/ddprunTargets.cmake ]] || fail "the install lacks lib/cmake/ddprun/ddprunTargets.cmake"
+  [[ -f $config_dir/../../libddprun_runtime.a ]] || fail "the install lacks libddprun_runtime.a next to lib/cmake"
+
+  echo "== the exported targets name nothing of the build"
+  exports=$(cat "$config_dir"/ddprun*Targets.cmake)
+  for internal in ddprun::warnings ddprun::rendezvous ddprun_warnings ddprun_rendezvous; do
+    grep -q "$internal" <<<"$exports" && fail "the exported targets name the internal target $internal"
+  done
+  grep -qE '/(usr/local/cuda|work/)|\.so' <<<"$exports" && fail "the exported targets hold a path of this machine: $(grep -oE '[^;"]*(cuda|/work/|\.so)[^;"]*' <<<"$exports" | head -3)"
+  grep -q 'INTERFACE_COMPILE_FEATURES "cxx_std_20"' <<<"$exports" || fail "ddprun::runtime does not export cxx_std_20"
+
+  echo "== the trainer of docs/runtime.md, as written"
+  doc_snippet CMakeLists.txt >"$work/trainer/CMakeLists.txt"
+  doc_snippet trainer.cpp >"$work/trainer/trainer.cpp"
+  [[ -s $work/trainer/CMakeLists.txt && -s $work/trainer/trainer.cpp ]] \
+    || fail "docs/runtime.md lacks the blocks marked <!-- packaging-test: CMakeLists.txt / trainer.cpp -->"
+  grep -q "CMAKE_CXX_STANDARD" "$work/trainer/CMakeLists.txt" \
+    && fail "the doc's CMakeLists.txt sets CMAKE_CXX_STANDARD: the package must bring C++20 itself"
+
+  echo "== cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH=$prefix (clean environment)"
+  # The doc's command; -G and the compiler only match the build's; no package registry may answer.
+  (cd "$work/trainer" && clean_env cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" \
+      -G "$generator" -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF) \
+    >"$work/configure.log" 2>&1 || { cat "$work/configure.log"; fail "configuring the trainer failed"; }
+  grep -q "^ddprun_DIR:PATH=$prefix" "$work/trainer/build/CMakeCache.txt" || fail "ddprun was not found under $prefix"
+  grep -qE "^Torch_DIR|^Caffe2_DIR" "$work/trainer/build/CMakeCache.txt" \
+    && fail "find_package(ddprun) without components looked for LibTorch"
+  (cd "$work/trainer" && clean_env cmake --build build) >"$work/build.log" 2>&1 \
+    || { cat "$work/build.log"; fail "building the trainer failed"; }
+
+  echo "== alone (a world of one)"
+  output=$(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u TORCHELASTIC_RUN_ID -u OMPI_COMM_WORLD_RANK \
+               -u OMPI_COMM_WORLD_SIZE -u SLURM_PROCID -u PMI_RANK -u MASTER_PORT timeout 60 "$trainer" 2>&1) \
+    || fail "the trainer failed alone: $output"
+  echo "$output"
+  grep -q "trainer ok: rank 0 of 1 under none" <<<"$output" || fail "unexpected output alone: $output"
+
+  echo "== 2 ranks under the installed ddprun --nproc-per-node 2 --no-python"
+  output=$(timeout 120 "$prefix/bin/ddprun" --standalone --nproc-per-node 2 --no-python "$trainer" 2>&1) \
+    || fail "under ddprun: $output"
+  echo "$output"
+  expect_ranks "$output" torchrun  # ddprun gives workers torchrun's variables
+  ;;
+
+torchrun)
+  [[ -x $trainer ]] || fail "no trainer at $trainer: run the install stage first"
+  [[ -e $anchor ]] || skip "torchrun-anchor is not at $anchor"
+  version=$("$system_python" -c 'import torch; print(torch.__version__)' 2>&1) \
+    || skip "$system_python cannot import torch (Debian's python3-torch): $version"
+  port=$(free_port)
+  echo "== 2 ranks under torchrun-anchor (torch $version) --nproc_per_node 2 --no_python, static rendezvous on $port"
+  # Static rendezvous (torchrun's default): TORCHELASTIC_USE_AGENT_STORE=True, the workers' store is
+  # the agent's TCPStore, PyTorch's own server.
+  output=$(timeout 180 "$system_python" "$anchor" --nnodes 1 --nproc_per_node 2 --master_addr 127.0.0.1 \
+             --master_port "$port" --no_python "$trainer" 2>&1) || fail "under torchrun-anchor: $output"
+  echo "$output"
+  expect_ranks "$output" torchrun
+  ;;
+
+mpirun)
+  [[ -x $trainer ]] || fail "no trainer at $trainer: run the install stage first"
+  command -v mpirun >/dev/null || skip "mpirun is not installed"
+  # As root Open MPI needs both the flag and the variables; loopback only, no slot accounting.
+  mpi=(mpirun --allow-run-as-root --oversubscribe -np 2 --mca btl self,tcp --mca btl_tcp_if_include lo
+       --mca oob_tcp_if_include lo)
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+  probe=$(timeout 60 "${mpi[@]}" /bin/true 2>&1) || skip "mpirun cannot start 2 processes here: $probe"
+  port=$(free_port)
+  echo "== 2 ranks under mpirun -np 2 (rank 0 hosts the store on $port)"
+  output=$(MASTER_ADDR=127.0.0.1 MASTER_PORT=$port timeout 120 "${mpi[@]}" -x MASTER_ADDR -x MASTER_PORT "$trainer" 2>&1) \
+    || fail "under mpirun: $output"
+  echo "$output"
+  expect_ranks "$output" "Open MPI"
+  ;;
+
+torch)
+  [[ -d $prefix ]] || fail "no install at $prefix: run the install stage first"
+  config_dir=$(dirname "$(compgen -G "$prefix/lib*/cmake/ddprun/ddprunConfig.cmake" || compgen -G "$prefix/lib*/*/cmake/ddprun/ddprunConfig.cmake" || true)")
+  [[ -f $config_dir/ddprunTorchTargets.cmake ]] || skip "this ddprun was built without LibTorch (no component torch)"
+  echo "== find_package(ddprun REQUIRED COMPONENTS torch), clean environment"
+  rm -rf "$work/torch_consumer"
+  clean_env cmake -S "$source_dir/tests/packaging/torch_consumer" -B "$work/torch_consumer" -G "$generator" \
+      -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_PREFIX_PATH="$prefix" \
+      -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF >"$work/torch_configure.log" 2>&1 \
+    || { cat "$work/torch_configure.log"; fail "configuring the torch consumer failed"; }
+  clean_env cmake --build "$work/torch_consumer" >"$work/torch_build.log" 2>&1 \
+    || { cat "$work/torch_build.log"; fail "building the torch consumer failed"; }
+  output=$(env -u RANK -u WORLD_SIZE -u LOCAL_RANK -u TORCHELASTIC_RUN_ID -u OMPI_COMM_WORLD_RANK \
+               -u OMPI_COMM_WORLD_SIZE -u SLURM_PROCID -u PMI_RANK -u MASTER_PORT \
+               timeout 60 "$work/torch_consumer/torch_trainer" 2>&1) || fail "the torch consumer failed: $output"
+  echo "$output"
+  grep -q "torch consumer ok: rank 0 of 1" <<<"$output" || fail "unexpected output: $output"
+
+  echo "== an unknown component is a clear error"
+  mkdir -p "$work/bad_component"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(bad LANGUAGES CXX)' \
+    'find_package(ddprun REQUIRED COMPONENTS tensorflow)' >"$work/bad_component/CMakeLists.txt"
+  if clean_env cmake -S "$work/bad_component" -B "$work/bad_component/build" -G "$generator" \
+       -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_PREFIX_PATH="$prefix" >"$work/bad.log" 2>&1; then
+    fail "find_package(ddprun COMPONENTS tensorflow) succeeded"
+  fi
+  grep -q 'no component "tensorflow"' "$work/bad.log" || { cat "$work/bad.log"; fail "the error does not name the component"; }
+  ;;
+
+*) fail "$usage" ;;
+esac
+echo "packaging test ($stage): ok"
