@@ -307,6 +307,7 @@ WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
   failure.error_file = error_files_.at(static_cast<std::size_t>(exit.local_rank));
   failure.error = read_error_file(failure.error_file);
   failure.stderr_tail = group_->stderr_tail_of(exit.local_rank);
+  if (plan_.command.python) failure.python = describe_python(*plan_.command.python);
   if (exit.exitcode == -SIGKILL && oom_kills_seen_) {
     // The kernel counts the kill before it delivers SIGKILL, so the count is current by now.
     // Each counted kill explains one death only: a second SIGKILL (a user's kill -9) is not an OOM.

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "cli_options.hpp"
+#include "cli_spelling.hpp"
 #include "devices.hpp"
 #include "errors.hpp"
 #include "program.hpp"
@@ -46,7 +47,12 @@ class Settings {
   std::optional<Raw> get(std::string_view name) const {
     for (const auto& [spec, option] : options_) {
       if (spec->name != name) continue;
-      if (option->count() > 0) return Raw{option->results().back(), dash_name(*spec)};
+      if (option->count() > 0) {
+        const std::string& value = option->results().back();
+        // `--log-dir=` from a template: the default, not the PET_* value (torchrun: the command line wins).
+        if (value.empty() && spec->empty_is_default) return std::nullopt;
+        return Raw{value, dash_name(*spec)};
+      }
       std::string pet = pet_name(*spec);
       if (auto value = lookup(env_, pet); value && !value->empty()) {
         return Raw{*value, dash_name(*spec) + " (from " + pet + ")"};
@@ -70,14 +76,20 @@ class Settings {
   std::vector<std::pair<const OptionSpec*, CLI::Option*>> options_;
 };
 
-/// torchrun's uuid4 run id for --standalone.
-std::string random_run_id() {
+/// 16 random bytes laid out as a version-4 UUID.
+std::array<unsigned char, 16> random_uuid4() {
   std::random_device device;
   std::mt19937_64 engine((static_cast<std::uint64_t>(device()) << 32) ^ device());
   std::array<unsigned char, 16> bytes{};
   for (auto& b : bytes) b = static_cast<unsigned char>(engine());
   bytes[6] = static_cast<unsigned char>((bytes[6] & 0x0F) | 0x40);  // version 4
   bytes[8] = static_cast<unsigned char>((bytes[8] & 0x3F) | 0x80);  // RFC 4122 variant
+  return bytes;
+}
+
+/// torchrun's uuid4 run id for --standalone: str(uuid.uuid4()).
+std::string random_run_id() {
+  auto bytes = random_uuid4();
   std::string id;
   for (std::size_t i = 0; i < bytes.size(); ++i) {
     if (i == 4 || i == 6 || i == 8 || i == 10) id += '-';
@@ -88,6 +100,22 @@ std::string random_run_id() {
   return id;
 }
 
+/// torchrun's run id when --rdzv-id is given empty: str(uuid.uuid4().int), a decimal number.
+std::string random_decimal_run_id() {
+  auto number = random_uuid4();  // big-endian base 256, divided by 10 until nothing is left
+  std::string digits;
+  do {
+    unsigned remainder = 0;
+    for (auto& byte : number) {
+      unsigned current = remainder * 256 + byte;
+      byte = static_cast<unsigned char>(current / 10);
+      remainder = current % 10;
+    }
+    digits.insert(digits.begin(), static_cast<char>('0' + remainder));
+  } while (std::any_of(number.begin(), number.end(), [](unsigned char b) { return b != 0; }));
+  return digits;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The command line itself.
 
@@ -95,9 +123,10 @@ bool looks_like_option(std::string_view arg) {
   return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1])) && arg[1] != '.';
 }
 
-/// CLI11 reads `--opt=` as "the value is the next argument" and takes the next argument as a
-/// value even when it is another option. argparse refuses both; so does ddprun: they are typos
-/// that would otherwise swallow PROGRAM or a flag. `consumed` = the arguments before PROGRAM.
+/// CLI11 takes the next argument as a value even when it is another option. argparse refuses
+/// that; so does ddprun: it is a typo that would otherwise swallow PROGRAM or a flag. `args` are
+/// spelled out (spell_out_options: `--opt=` is already `--opt ""`); `consumed` = the arguments
+/// before PROGRAM.
 void check_option_values(const std::vector<std::string>& args, std::size_t consumed) {
   for (std::size_t i = 0; i < consumed; ++i) {
     std::string_view arg = args[i];
@@ -107,12 +136,7 @@ void check_option_values(const std::vector<std::string>& args, std::size_t consu
       auto eq = arg.find('=');
       spec = find_long(arg.substr(2, eq == std::string_view::npos ? arg.npos : eq - 2));
       if (spec == nullptr || is_flag(*spec)) continue;
-      if (eq != std::string_view::npos) {
-        if (eq + 1 == arg.size()) {
-          throw UsageError(dash_name(*spec) + ": empty value after '=' (give a value, or leave the option out)");
-        }
-        continue;
-      }
+      if (eq != std::string_view::npos) continue;
     } else if (arg.size() > 1 && arg[0] == '-') {
       // A cluster of short options, the last of which may take a value: -mr3, -mr 3.
       std::size_t j = 1;
@@ -211,11 +235,13 @@ void fill_membership(LaunchConfig& config, const Settings& settings) {
       config.rdzv_backend = raw->value;
     }
     if (auto raw = settings.get("rdzv-endpoint")) {
-      parse_endpoint(raw->value, 29400, raw->label);
-      config.rdzv_endpoint = raw->value;
+      config.rdzv_endpoint = canonical_endpoint(raw->value, 29400, raw->label);
     }
-    if (auto raw = settings.get("rdzv-id")) {
-      require_non_empty(raw->value, raw->label);
+    if (auto raw = settings.get("rdzv-id"); raw && raw->value.empty()) {
+      // Only the command line gives an empty value (an empty PET_* is unset): `--rdzv-id=` from a
+      // template. torchrun then makes up a random id, so does ddprun.
+      config.rdzv_id = random_decimal_run_id();
+    } else if (raw) {
       // The run id names the job's folder under --log-dir: it must not climb out of it.
       if (raw->value == "." || raw->value == ".." || raw->value.find('/') != std::string::npos) {
         reject(*raw, "is not a run id: it names the job's log folder, so it cannot be \".\", \"..\" or hold \"/\"");
@@ -327,7 +353,9 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
     settings.bind(spec, is_flag(spec) ? app.add_flag(names) : app.add_option(names));
   }
 
-  std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 consumes from the back
+  // argparse's habits first (unique prefixes, `--opt=`): CLI11 then sees full names only.
+  const std::vector<std::string> spelled = spell_out_options(args);
+  std::vector<std::string> reversed(spelled.rbegin(), spelled.rend());  // CLI11 consumes from the back
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
@@ -342,8 +370,8 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
     std::string line = quote_for_message(rest.front());
     throw UsageError(line.substr(1, line.size() - 2) + ": unknown option");
   }
-  // With no unknown option, `rest` is a suffix of `args`: everything before it was options.
-  check_option_values(args, args.size() - rest.size());
+  // With no unknown option, `rest` is a suffix of `spelled`: everything before it was options.
+  check_option_values(spelled, spelled.size() - rest.size());
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
 
   LaunchConfig config;
@@ -354,10 +382,16 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
   config.program = rest.front();
   config.program_args.assign(rest.begin() + 1, rest.end());
   config.run_path = settings.flag("run-path");
+  config.no_python = settings.flag("no-python");
   config.use_env = settings.flag("use-env");
   if (auto raw = settings.get("append-local-rank")) {
     config.append_local_rank = parse_choice<LocalRankArg>(
         *raw, {{"off", LocalRankArg::off}, {"dash", LocalRankArg::dash}, {"underscore", LocalRankArg::underscore}});
+  }
+  if (config.use_env && config.append_local_rank != LocalRankArg::off) {
+    // torch.distributed.launch's --use_env is what turns its --local_rank argument off.
+    throw UsageError("--append-local-rank: cannot be used with --use-env (--use_env told torch.distributed.launch "
+                     "not to pass --local_rank; leave one of them out)");
   }
   config.mode = decide_mode(settings, config.program, env);
   return config;

@@ -17,6 +17,9 @@ struct OptionSpec {
   std::string_view fallback;  ///< the default, as --help shows it
   Group group;
   std::string_view help;
+  /// `--opt=` (an empty value, as templates write) means the default, as torchrun reads it; false:
+  /// the empty value is checked like any other, and refused where torchrun refuses it too.
+  bool empty_is_default = false;
 };
 
 /// Every option, in --help order. -h/--help and --version are not in it.

@@ -210,22 +210,44 @@ void check_prefix_template(std::string_view text, std::string_view flag) {
 Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag) {
   text = trim(text);
   if (text.empty()) return {"localhost", default_port};
-  // Stricter than the rendezvous layer: on the command line an unbracketed IPv6 address is refused
-  // rather than guessed at (torchrun would split "fe80::1:29400" at its last ':').
+  std::string bracketed;  // the text the rendezvous layer parses: IPv6 always in brackets
   if (!text.starts_with('[') && std::count(text.begin(), text.end(), ':') > 1) {
-    reject_value(text, flag, "looks like an IPv6 address without brackets (write [v6addr]:PORT)");
+    // torchrun's parse_rendezvous_endpoint splits an unbracketed endpoint at its last ':', so
+    // "::1:29400" is [::1]:29400. The host that gives must then be an IPv6 address: "fe80::1"
+    // would be host "fe80:" port 1, which torchrun only finds out when it cannot connect.
+    auto colon = text.rfind(':');
+    std::string_view host = text.substr(0, colon);
+    if (!rendezvous::is_ipv6_literal(host)) {
+      reject_value(text, flag,
+                   "is split at its last ':' (as torchrun does) into host " + quote_for_message(host) +
+                       ", which is not an IPv6 address (write [v6addr] or [v6addr]:PORT)");
+    }
+    bracketed.append("[").append(host).append("]").append(text.substr(colon));
+  } else {
+    bracketed = std::string(text);
   }
   Endpoint endpoint;
   try {
-    endpoint = rendezvous::parse_endpoint(text, default_port);
+    endpoint = rendezvous::parse_endpoint(bracketed, default_port);
   } catch (const std::invalid_argument& error) {
     reject_value(text, flag, std::string("is not HOST[:PORT]: ") + error.what());
   }
+  const bool v6 = bracketed.starts_with('[');
   const bool host_ok = std::all_of(endpoint.host.begin(), endpoint.host.end(), [&](unsigned char c) {
-    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || (text.starts_with('[') && (c == ':' || c == '%'));
+    return std::isalnum(c) || c == '.' || c == '-' || c == '_' || (v6 && (c == ':' || c == '%'));
   });
   if (!host_ok) reject_value(text, flag, "is not HOST[:PORT]");
   return endpoint;
+}
+
+std::string canonical_endpoint(std::string_view text, int default_port, std::string_view flag) {
+  if (trim(text).empty()) return {};
+  Endpoint endpoint = parse_endpoint(text, default_port, flag);
+  // Keep the user's text when it needs no brackets: it is what messages and logs show.
+  if (std::count(trim(text).begin(), trim(text).end(), ':') <= 1 || trim(text).starts_with('[')) {
+    return std::string(trim(text));
+  }
+  return rendezvous::format_endpoint(endpoint.host, endpoint.port);
 }
 
 }  // namespace ddprun::launcher

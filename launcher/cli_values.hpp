@@ -73,9 +73,15 @@ void check_prefix_template(std::string_view text, std::string_view flag);
 
 using rendezvous::Endpoint;
 
-/// Parses `host[:port]` or `[v6addr][:port]` (torchrun's rules, stricter: an unbracketed IPv6
-/// address is refused instead of being split at its last ':'). Empty text = localhost.
+/// Parses `host[:port]` or `[v6addr][:port]` by torchrun's rules (parse_rendezvous_endpoint): an
+/// unbracketed text with several ':' is split at its last ':' ("::1:29400" = [::1]:29400), and is
+/// refused when what is left of the last ':' is not an IPv6 address. Empty text = localhost.
 /// The port defaults to `default_port`. Throws UsageError starting with `flag` when malformed.
 Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag = "--rdzv-endpoint");
+
+/// The endpoint as the rest of ddprun reads it: `text` (trimmed) when unambiguous, an unbracketed
+/// IPv6 endpoint rewritten to `[v6addr]:PORT` (the port from its last ':'); empty text stays empty.
+/// Refuses what parse_endpoint refuses.
+std::string canonical_endpoint(std::string_view text, int default_port, std::string_view flag = "--rdzv-endpoint");
 
 }  // namespace ddprun::launcher

@@ -65,6 +65,30 @@ std::string error_text(const ErrorFileContent& error) {
   return traceback;
 }
 
+/// The module of the last "ModuleNotFoundError: No module named 'M'" in `text`, or "".
+std::string missing_module(std::string_view text) {
+  constexpr std::string_view marker = "ModuleNotFoundError: No module named '";
+  auto at = text.rfind(marker);
+  if (at == std::string_view::npos) return {};
+  auto name = text.substr(at + marker.size());
+  auto end = name.find('\'');
+  if (end == std::string_view::npos || end == 0 || end > 200) return {};
+  return std::string(name.substr(0, end));
+}
+
+/// One line for a Python worker that could not import a module: most often torch lives in
+/// another interpreter than the one that ran the worker.
+std::string module_hint(const WorkerFailure& failure) {
+  if (failure.python.empty()) return {};
+  std::string module = missing_module(failure.stderr_tail);
+  if (module.empty() && failure.error) module = missing_module(failure.error->message + "\n" + failure.error->traceback);
+  if (module.empty()) return {};
+  return fmt::format(
+      "(ddprun) no module named '{}' in the workers' Python, {}; to run them with another interpreter, set "
+      "PYTHON_EXEC=/path/to/python",
+      module, failure.python);
+}
+
 std::string traceback_text(const WorkerFailure& failure) {
   std::vector<std::string> parts;
   const bool signal_line = !failure.error && failure.exitcode < 0;
@@ -90,6 +114,8 @@ std::string traceback_text(const WorkerFailure& failure) {
   // Worker-written text: bounded, and unable to drive the terminal. The file keeps all of it.
   Excerpt excerpt = last_lines(fmt::format("{}", fmt::join(parts, "\n")), kMaxTracebackLines, kMaxTracebackBytes);
   std::string text = terminal_safe(excerpt.text);
+  // The hint comes after the bound, so a long traceback cannot push it out.
+  if (std::string hint = module_hint(failure); !hint.empty()) text.append("\n").append(terminal_safe(hint));
   if (excerpt.omitted == 0) return text;
   std::string where = failure.error ? "; all of it is in " + terminal_safe(failure.error_file) : std::string();
   return fmt::format("({} earlier lines not shown{})\n{}", excerpt.omitted, where, text);

@@ -22,6 +22,9 @@ struct WorkerFailure {
   std::optional<ErrorFileContent> error;  ///< its content, when the worker wrote one
   std::string stderr_tail;                ///< last lines of its stderr, may be empty
   bool oom_killed = false;                ///< the kernel's OOM killer did it
+  /// The interpreter that ran the worker, "/usr/bin/python3 (python3 on PATH)" (describe_python);
+  /// empty when PROGRAM was not run by Python. Named in the ModuleNotFoundError hint.
+  std::string python;
 };
 
 /// torchrun's summary, field for field, ending with "\n" (torchrun's leading blank line, which only
@@ -54,6 +57,8 @@ struct WorkerFailure {
 /// a line of its own. With no failures, the root cause reads "  <N/A>". Worker-written text is shown
 /// terminal-safe (control characters in caret notation) and bounded to its last 100 lines and
 /// 16 KiB, with a line saying how many were left out and where the whole text is.
+/// When a Python worker's stderr or error file says `ModuleNotFoundError: No module named 'M'`,
+/// a last line names the interpreter that ran it and how to choose another (PYTHON_EXEC).
 std::string format_failure_summary(const std::string& program, const std::vector<WorkerFailure>& failures);
 
 }  // namespace ddprun::launcher

@@ -90,6 +90,7 @@ struct LaunchConfig {
   // Program.
   ProgramMode mode = ProgramMode::python_script;
   bool run_path = false;
+  bool no_python = false;  ///< `--no-python`: PROGRAM is exec'd as it is, its #! line never read
   bool use_env = false;  ///< torch.distributed.launch's --use-env: accepted; the environment is always set
   LocalRankArg append_local_rank = LocalRankArg::off;
   std::string program;                    ///< as given on the command line

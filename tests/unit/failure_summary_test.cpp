@@ -314,5 +314,35 @@ TEST_F(FailureSummary, WorkerTextCannotDriveTheTerminalAndIsBounded) {
       << summary.substr(0, 2000);
 }
 
+TEST_F(FailureSummary, ModuleNotFoundNamesTheInterpreterAndPythonExec) {
+  auto f = failure(0, 1, 4242, at(kT0));
+  f.stderr_tail =
+      "Traceback (most recent call last):\n  File \"/w/train.py\", line 1, in <module>\n    import torch\n"
+      "ModuleNotFoundError: No module named 'torch'\n";
+  f.python = "/usr/local/bin/python3 (python3 on PATH)";
+  std::string summary = format_failure_summary("train.py", {f});
+  EXPECT_NE(summary.find("    ModuleNotFoundError: No module named 'torch'\n"
+                         "  (ddprun) no module named 'torch' in the workers' Python, /usr/local/bin/python3 "
+                         "(python3 on PATH); to run them with another interpreter, set PYTHON_EXEC=/path/to/python\n"
+                         "====="),
+            std::string::npos)
+      << summary;
+  // The same text from an error file (a module imported after the record decorator).
+  auto g = failure(1, 1, 4243, at(kT0 + 1));
+  g.error = ErrorFileContent{"ModuleNotFoundError: No module named 'apex.amp'", "Traceback ...\n", kT0 + 1};
+  g.python = "/v/bin/python (VIRTUAL_ENV=/v)";
+  EXPECT_NE(format_failure_summary("train.py", {g}).find("no module named 'apex.amp' in the workers' Python, /v/bin/python"),
+            std::string::npos);
+}
+
+TEST_F(FailureSummary, NoModuleHintForOtherFailuresOrProgramsNotRunByPython) {
+  auto f = failure(0, 1, 4242, at(kT0));
+  f.stderr_tail = "ModuleNotFoundError: No module named 'torch'\n";
+  EXPECT_EQ(format_failure_summary("./trainer", {f}).find("(ddprun)"), std::string::npos);  // exec'd: no python
+  f.python = "/usr/bin/python3 (PYTHON_EXEC)";
+  f.stderr_tail = "ImportError: cannot import name 'x' from 'torch'\n";
+  EXPECT_EQ(format_failure_summary("t.py", {f}).find("(ddprun)"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -182,7 +182,7 @@ TEST(SubstituteLocalRank, ReplacesEveryOccurrence) {
 }
 
 TEST(SubstituteLocalRank, LeavesOtherTextAlone) {
-  Args argv{"${local_rank", "$local_rank", "${rank}", "", "{local_rank}"};
+  Args argv{"prog", "${local_rank", "$local_rankx", "${rank}", "", "{local_rank}", "$", "a$", "$LOCAL_RANK"};
   EXPECT_EQ(substitute_local_rank(argv, 12), argv);
   EXPECT_TRUE(substitute_local_rank({}, 0).empty());
 }
