@@ -162,7 +162,7 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
     spec.role_world_size = spec.world_size;
     spec.master_addr = master_addr_;
     spec.master_port = master_port_number_;
-    spec.restart_count = restart_count_;
+    spec.restart_count = attempt_is_round_ ? attempt_ : restart_count_;
     spec.max_restarts = config.max_restarts;
     spec.run_id = config.rdzv_id;
     spec.use_agent_store = true;

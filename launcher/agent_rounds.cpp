@@ -11,6 +11,7 @@
 #include "auth.hpp"
 #include "errors.hpp"
 #include "job_shape.hpp"
+#include "join_progress.hpp"
 #include "open_file_limit.hpp"
 #include "round_keys.hpp"
 #include "store_error.hpp"
@@ -33,6 +34,16 @@ std::string new_node_id(const std::string& hostname) {
   return hostname + "-" + std::to_string(::getpid()) + "-" + suffix;
 }
 
+/// Rendezvous keys live under this, in the same store as the workers' keys when they share it.
+constexpr const char* kRendezvousKeys = "ddprun/";
+
+/// Static jobs with --worker-store agent (the default): workers use node 0's store on --master-port,
+/// as torchrun's do, rather than a fresh store (and port) each round. c10d keeps a fresh store per
+/// round, as torchrun does (its workers of a c10d job do not use the agent's store either).
+bool workers_use_agent_store(const LaunchConfig& config) {
+  return config.rdzv_backend == "static" && config.worker_store == WorkerStore::agent;
+}
+
 RendezvousSettings settings_of(const LaunchConfig& config) {
   RendezvousSettings settings;
   settings.run_id = config.rdzv_id;
@@ -41,6 +52,7 @@ RendezvousSettings settings_of(const LaunchConfig& config) {
   settings.max_nodes = config.max_nodes;
   settings.max_restarts = config.max_restarts;
   if (settings.is_static) settings.static_rank = config.node_rank;
+  settings.agent_worker_store = workers_use_agent_store(config);
   try {
     apply_rendezvous_conf(settings, config.rdzv_conf);
   } catch (const std::invalid_argument& error) {
@@ -141,6 +153,7 @@ void Agent::start_rendezvous() {
     on_rendezvous_error(message);
   };
   events.on_warning = [](const std::string& line) { print_line("warning: " + line); };
+  events.on_waiting = [](const std::string& line) { print_line(line); };
   membership_ = std::make_unique<NodeMembership>(io_, settings, store, token, self, std::move(events));
 }
 
@@ -157,6 +170,10 @@ void Agent::accept_probes() {
 
 void Agent::begin_join() {
   phase_ = Phase::joining;
+  if (workers_use_agent_store(plan_.config)) {
+    // No store of the round's own: node 0's agent store serves the workers (store_port unused).
+    return membership_->join(0, previous_rank_);
+  }
   // Held open from the join until the round forms: if this node becomes group rank 0, the workers'
   // store serves on it, and nobody could take the port in between.
   next_worker_store_.emplace(io_, bind_host_, 0);
@@ -176,7 +193,15 @@ void Agent::on_round(const RoundDecision& decision) {
   const NodeInfo& node0 = decision.nodes.front();
   master_addr_ = node0.addr;
   master_port_number_ = node0.store_port;
-  if (group_rank_ == 0) {
+  attempt_is_round_ = workers_use_agent_store(plan_.config);
+  if (attempt_is_round_) {
+    // torchrun's static job: MASTER_ADDR:MASTER_PORT = --master-addr:--master-port, the agent store.
+    // PyTorch's env:// puts each attempt's keys under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>"
+    // (ddprun::runtime does too): the round, not the restart count, numbers the attempt, since a
+    // round after a lost or replaced node uses no restart and must not see the old round's keys.
+    master_addr_ = plan_.config.master_addr;
+    master_port_number_ = plan_.config.master_port;
+  } else if (group_rank_ == 0) {
     StoreServerOptions options;
     options.host = bind_host_;
     options.port = next_worker_store_->port();
@@ -191,6 +216,10 @@ void Agent::on_round(const RoundDecision& decision) {
              std::to_string(group_rank_) + " with ranks " + std::to_string(rank_base_) + "-" +
              std::to_string(rank_base_ + plan_.config.nproc_per_node - 1) +
              (restart_count_ > 0 ? ", restart " + std::to_string(restart_count_) : std::string()));
+  if (plan_.config.verbose) {
+    print_line(describe_round_result(decision.round, group_world_size_, group_rank_, world_size_,
+                                     format_endpoint(master_addr_, master_port_number_)));
+  }
   start_attempt();
 }
 
@@ -273,6 +302,10 @@ void Agent::after_round() {
     worker_store_->stop();
     worker_store_.reset();
   }
+  // The workers' keys of the ended attempt: the next one has its own prefix and never reads them,
+  // but a job of many rounds should not keep every round's. This node's workers are gone, and no
+  // worker of the next round can start before this node joins it (a static round needs every node).
+  if (store_ && workers_use_agent_store(plan_.config)) store_->erase_all_but(kRendezvousKeys);
   previous_rank_ = group_rank_;
   round_.reset();
   round_end_.reset();

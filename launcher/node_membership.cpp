@@ -63,7 +63,14 @@ NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings
       self_(std::move(self)),
       events_(std::move(events)),
       stall_watch_(settings_.heartbeat_timeout),
-      store_silence_(io) {
+      store_silence_(io),
+      waiting_line_(io) {
+  waiting_progress_.is_static = settings_.is_static;
+  waiting_progress_.min_nodes = settings_.min_nodes;
+  waiting_progress_.max_nodes = settings_.max_nodes;
+  waiting_progress_.store = store_address();
+  waiting_progress_.timeout = settings_.join_deadline();
+  begin_waiting();
   requests_thread_ = std::thread([this] { run_requests(); });
   watcher_thread_ = std::thread([this] { run_watcher(); });
   keep_alive_thread_ = std::thread([this] { run_keep_alive(); });
@@ -117,6 +124,44 @@ void NodeMembership::warn(const std::string& line) {
   });
 }
 
+void NodeMembership::begin_waiting() {
+  {
+    std::lock_guard lock(mutex_);
+    waiting_ = true;
+    waiting_since_ = Clock::now();
+  }
+  arm_waiting_line();
+}
+
+void NodeMembership::arm_waiting_line() {
+  waiting_line_.expires_after(kWaitingLineEvery);
+  waiting_line_.async_wait([this, alive = alive_](const boost::system::error_code& ec) {
+    if (ec || !*alive) return;
+    std::string line;
+    {
+      std::lock_guard lock(mutex_);
+      if (!waiting_ || failed_) return;
+      JoinProgress progress = waiting_progress_;
+      progress.elapsed = std::chrono::duration_cast<milliseconds>(Clock::now() - waiting_since_);
+      line = describe_join_progress(progress);
+    }
+    if (events_.on_waiting) events_.on_waiting(line);
+    arm_waiting_line();
+  });
+}
+
+void NodeMembership::update_waiting(const JoinProgress& progress) {
+  std::lock_guard lock(mutex_);
+  waiting_progress_.stage = progress.stage;
+  waiting_progress_.joined = progress.joined;
+  waiting_progress_.missing_ranks = progress.missing_ranks;
+}
+
+void NodeMembership::end_waiting() {
+  std::lock_guard lock(mutex_);
+  waiting_ = false;
+}
+
 void NodeMembership::store_answered() {
   const auto since = Clock::now();
   store_answered_at_ = since;
@@ -151,11 +196,14 @@ void NodeMembership::submit(Request request) {
 }
 
 void NodeMembership::join(int store_port, int previous_rank) {
+  // The first join's wait began with the connect (the constructor); a later one begins now.
+  if (previous_rank >= 0) begin_waiting();
   submit([this, store_port, previous_rank](RoundProtocol& protocol) {
     NodeInfo me = self_;
     me.store_port = store_port;
     me.previous_rank = previous_rank;
     RoundDecision decision = protocol.join(me);
+    end_waiting();
     post([this, decision] { events_.on_round(decision); });
   });
 }
@@ -227,8 +275,14 @@ void NodeMembership::run_requests() {
   StoreClient client(client_options(settings_.join_deadline(), settings_.read_timeout));
   ClientRegistration registration(clients_mutex_, clients_, client);
   RoundProtocol protocol(client, settings_);
+  protocol.on_join_progress([this](const JoinProgress& progress) { update_waiting(progress); }, kWaitingLineEvery);
   try {
     client.connect();
+    {
+      JoinProgress joining;
+      joining.stage = JoinProgress::Stage::joining;
+      update_waiting(joining);
+    }
     protocol.check_job(self_);
   } catch (const StoreError& error) {
     return fail(std::string(error.what()) + (settings_.is_static

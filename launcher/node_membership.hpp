@@ -26,6 +26,7 @@
 
 #include "endpoint.hpp"
 #include "heartbeat_tracker.hpp"
+#include "join_progress.hpp"
 #include "rendezvous_settings.hpp"
 #include "round_protocol.hpp"
 #include "round_record.hpp"
@@ -43,6 +44,9 @@ class NodeMembership {
     /// the same error for the other nodes (a round whose decision is an error), who still read it.
     std::function<void(std::string message, bool told_to_every_node)> on_error;
     std::function<void(std::string)> on_warning;  ///< one line worth telling the user (optional)
+    /// While this node waits for the store or for nodes, every kWaitingLineEvery after the first:
+    /// where the wait stands (describe_join_progress), to print as it is (optional).
+    std::function<void(std::string)> on_waiting;
   };
 
   /// Starts the threads; the requests thread connects to `store` first (retrying for the join
@@ -51,6 +55,9 @@ class NodeMembership {
                  std::optional<std::string> token, rendezvous::NodeInfo self, Events events);
   /// Interrupts whatever the threads are blocked in, and joins them.
   ~NodeMembership();
+  /// How often a waiting node says so (Events::on_waiting).
+  static constexpr std::chrono::seconds kWaitingLineEvery{5};
+
   NodeMembership(const NodeMembership&) = delete;
   NodeMembership& operator=(const NodeMembership&) = delete;
 
@@ -86,6 +93,13 @@ class NodeMembership {
   void post(std::function<void()> handler);
   void fail(const std::string& message, bool told_to_every_node = false);
   void warn(const std::string& line);
+  /// On the agent's loop: from now until the round forms (or the rendezvous fails), a line every
+  /// kWaitingLineEvery says where the wait stands.
+  void begin_waiting();
+  void arm_waiting_line();
+  /// From any thread: the wait's stage, as the requests thread learns it.
+  void update_waiting(const rendezvous::JoinProgress& progress);
+  void end_waiting();
   /// On the agent's loop: the store answered; lost unless it answers again within read_timeout.
   void store_answered();
   /// The message of a round end that drops this very node (the others saw it silent).
@@ -112,6 +126,11 @@ class NodeMembership {
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  ///< false once destruction began
   std::string last_store_error_;                                 ///< for the message when the store is lost
   boost::asio::steady_timer store_silence_;                      ///< on the agent's loop
+  boost::asio::steady_timer waiting_line_;                       ///< on the agent's loop
+  // Under mutex_: the wait the waiting line describes.
+  bool waiting_ = false;
+  rendezvous::JoinProgress waiting_progress_;
+  std::chrono::steady_clock::time_point waiting_since_;
   /// When the store last answered (on the agent's loop): store_silence_ runs from then.
   std::chrono::steady_clock::time_point store_answered_at_;
 

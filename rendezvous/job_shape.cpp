@@ -36,6 +36,7 @@ const Flag kFlags[] = {
     {"--rdzv-backend", [](const JobShape& s) { return std::string("--rdzv-backend=") + (s.is_static ? "static" : "c10d"); }},
     {"--nnodes", nnodes_flag},
     {"--max-restarts", [](const JobShape& s) { return "--max-restarts=" + std::to_string(s.max_restarts); }},
+    {"--worker-store", [](const JobShape& s) { return std::string("--worker-store=") + (s.agent_worker_store ? "agent" : "fresh"); }},
 };
 
 /// "a", "a and b", "a, b and c".
@@ -56,6 +57,7 @@ JobShape job_shape_of(const RendezvousSettings& settings, const NodeInfo& by) {
   shape.min_nodes = settings.min_nodes;
   shape.max_nodes = settings.max_nodes;
   shape.max_restarts = settings.max_restarts;
+  shape.agent_worker_store = settings.agent_worker_store;
   shape.host_name = by.host_name;
   shape.addr = by.addr;
   shape.static_rank = settings.is_static ? by.static_rank : -1;
@@ -67,6 +69,7 @@ std::string encode_job_shape(const JobShape& shape) {
               {"min_nodes", shape.min_nodes},
               {"max_nodes", shape.max_nodes},
               {"max_restarts", shape.max_restarts},
+              {"worker_store", shape.agent_worker_store ? "agent" : "fresh"},
               {"host", shape.host_name},
               {"addr", shape.addr},
               {"static_rank", shape.static_rank}}
@@ -83,6 +86,10 @@ JobShape decode_job_shape(std::string_view text) {
     shape.min_nodes = j.at("min_nodes").get<int>();
     shape.max_nodes = j.at("max_nodes").get<int>();
     shape.max_restarts = j.at("max_restarts").get<int>();
+    // Absent from shapes of ddprun before --worker-store: those gave every round a fresh store.
+    const std::string worker_store = j.value("worker_store", std::string("fresh"));
+    if (worker_store != "agent" && worker_store != "fresh") throw std::invalid_argument("unknown worker_store \"" + worker_store + "\"");
+    shape.agent_worker_store = worker_store == "agent";
     shape.host_name = j.at("host").get<std::string>();
     shape.addr = j.at("addr").get<std::string>();
     shape.static_rank = j.at("static_rank").get<int>();

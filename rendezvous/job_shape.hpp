@@ -1,6 +1,6 @@
 #pragma once
 /// JobShape: what every node of a job must be started with alike (the rendezvous backend, --nnodes,
-/// --max-restarts), and which node said so. The first node to record it in the store fixes the
+/// --max-restarts, --worker-store), and which node said so. The first node to record it in the store fixes the
 /// job's shape (the hosting agent records its own before anyone can connect: in a static job,
 /// node 0); a node that disagrees is told who started the job with what. Pure.
 #include <string>
@@ -16,6 +16,7 @@ struct JobShape {
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;
+  bool agent_worker_store = false;  ///< --worker-store agent (static)
   /// Who recorded it, for messages only: never part of the agreement.
   std::string host_name;
   std::string addr;

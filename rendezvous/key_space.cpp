@@ -369,6 +369,11 @@ void KeySpace::forget(SessionId session) {
   watched_by_.erase(watched);
 }
 
+std::size_t KeySpace::erase_all_but(const std::string& kept) {
+  auto other = [&kept](const auto& entry) { return !entry.first.starts_with(kept); };
+  return std::erase_if(data_, other) + std::erase_if(queues_, other);
+}
+
 void KeySpace::clear() {
   data_.clear();
   queues_.clear();

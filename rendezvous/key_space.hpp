@@ -57,6 +57,11 @@ class KeySpace {
   /// Drops every key, queue, wait and watch.
   void clear();
 
+  /// Drops every key and queue whose name does not start with `kept` (as stored: PyTorch's "/"
+  /// included); returns how many went. Waits and watches stay: they belong to live sessions, and a
+  /// key that comes back wakes them as any new key does. For a store shared by attempts of a job.
+  std::size_t erase_all_but(const std::string& kept);
+
   std::size_t key_count() const { return data_.size(); }
 
  private:

@@ -17,6 +17,10 @@ struct RendezvousSettings {
   /// --max-restarts: part of the job's shape (job_shape.hpp), since every node must count restarts
   /// alike; not a rendezvous rule otherwise.
   int max_restarts = 0;
+  /// Static only (--worker-store agent): the workers use node 0's store on --master-port, each
+  /// attempt under its own key prefix, instead of a fresh store per round. Part of the job's shape:
+  /// nodes that disagree would send their workers to different stores.
+  bool agent_worker_store = false;
 
   /// c10d: how long a node waits for its round to form before it gives up.
   std::chrono::milliseconds join_timeout{std::chrono::seconds(600)};

@@ -152,6 +152,7 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
       return std::nullopt;
     }
     const int count = std::min(static_cast<int>(store_.add(keys_.join_count(round), 0)), max);
+    report_progress(round, count);
     if (count >= min) {
       // The round is due at once when it is full, or when every node expected back after a
       // membership change is in; else when the last call (counted from when this node saw MIN) is
@@ -189,11 +190,13 @@ std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const Nod
     if (Clock::now() >= deadline) throw_join_timeout(round, count);
     // Sleep in the store until something can change the answer: the MIN-th join while fewer are
     // in, else the decision (a full round is closed by its last joiner), within the last call.
+    // Someone waiting for news (on_join_progress) gets a look at least every progress interval.
+    const auto look = progress_ ? std::min(deadline, Clock::now() + progress_interval_) : deadline;
     try {
       if (count < min) {
-        store_.wait({keys_.join_slot(round, min - 1)}, left_until(deadline));
+        store_.wait({keys_.join_slot(round, min - 1)}, left_until(look));
       } else {
-        auto wake = std::min(closer_grace_end ? *closer_grace_end : *last_call_end, deadline);
+        auto wake = std::min(closer_grace_end ? *closer_grace_end : *last_call_end, look);
         store_.wait({keys_.decision(round)}, left_until(wake));
       }
     } catch (const StoreTimeout&) {
@@ -327,6 +330,28 @@ std::vector<std::int64_t> RoundProtocol::read_beats(const std::vector<std::strin
     counters.push_back(ec == std::errc() && ptr == value.data() + value.size() ? counter : -1);
   }
   return counters;
+}
+
+void RoundProtocol::on_join_progress(std::function<void(const JoinProgress&)> report, milliseconds interval) {
+  progress_ = std::move(report);
+  progress_interval_ = interval;
+}
+
+void RoundProtocol::report_progress(int round, int count) {
+  if (!progress_) return;
+  JoinProgress progress;
+  progress.stage = JoinProgress::Stage::joining;
+  progress.is_static = settings_.is_static;
+  progress.joined = count;
+  progress.min_nodes = settings_.min_nodes;
+  progress.max_nodes = settings_.max_nodes;
+  if (settings_.is_static && count < settings_.max_nodes && settings_.max_nodes <= kNamedRanksUpTo) {
+    // A node claims its rank just before it takes a join slot: a claimed rank is as good as joined.
+    for (int rank = 0; rank < settings_.max_nodes; ++rank) {
+      if (!store_.check({keys_.static_rank(round, rank)})) progress.missing_ranks.push_back(rank);
+    }
+  }
+  progress_(progress);
 }
 
 void RoundProtocol::throw_closed(int round, const RoundEnd& end) {

@@ -22,11 +22,13 @@
 /// once instead of filling a slot; and a node whose shape disagrees fails the forming round, so that
 /// the nodes already waiting for it learn why instead of waiting out the timeout.
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "job_shape.hpp"
+#include "join_progress.hpp"
 #include "rendezvous_error.hpp"
 #include "rendezvous_settings.hpp"
 #include "round_keys.hpp"
@@ -78,6 +80,14 @@ class RoundProtocol {
 
   const RoundKeys& keys() const { return keys_; }
 
+  /// While join() waits for nodes, `report` gets where the forming round stands (JoinProgress with
+  /// stage joining; elapsed and timeout left for the caller) each time it looks, and it looks at
+  /// least every `interval`: one ADD (and, static with at most kNamedRanksUpTo nodes, one CHECK per
+  /// node) per interval. Called on join()'s thread.
+  void on_join_progress(std::function<void(const JoinProgress&)> report, std::chrono::milliseconds interval);
+  /// Static jobs up to this many nodes name the missing node ranks in the progress.
+  static constexpr int kNamedRanksUpTo = 32;
+
  private:
   int current_round();
   /// Moves the current round past `round` (ended); harmless when another node did it first.
@@ -110,10 +120,14 @@ class RoundProtocol {
   /// the node of the round that holds `self`'s --node-rank is alive (its heartbeat goes on).
   void wait_as_late_node(int round, const NodeInfo& self, std::chrono::steady_clock::time_point deadline);
   [[noreturn]] void throw_closed(int round, const RoundEnd& end);
+  /// Tells on_join_progress's callback, if any, that `count` nodes are in `round`.
+  void report_progress(int round, int count);
 
   StoreClient& store_;
   RendezvousSettings settings_;
   RoundKeys keys_;
+  std::function<void(const JoinProgress&)> progress_;
+  std::chrono::milliseconds progress_interval_{std::chrono::seconds(5)};
 };
 
 }  // namespace ddprun::rendezvous

@@ -102,6 +102,10 @@ class StoreServer::Impl {
     });
   }
 
+  std::size_t erase_all_but(const std::string& kept) {
+    return on_server([this, kept] { return shared_.keys.erase_all_but("/" + kept); });
+  }
+
   bool wait_until_idle(std::chrono::milliseconds timeout) {
     std::promise<void> idle;
     auto future = idle.get_future();
@@ -195,6 +199,7 @@ int StoreServer::port() const { return impl_->port(); }
 void StoreServer::start() { impl_->start(); }
 void StoreServer::stop() { impl_->stop(); }
 void StoreServer::clear() { impl_->clear(); }
+std::size_t StoreServer::erase_all_but(const std::string& kept) { return impl_->erase_all_but(kept); }
 std::size_t StoreServer::connection_count() const { return impl_->connection_count(); }
 bool StoreServer::wait_until_idle(std::chrono::milliseconds timeout) { return impl_->wait_until_idle(timeout); }
 std::size_t StoreServer::key_count() const { return impl_->key_count(); }

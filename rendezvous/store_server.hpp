@@ -47,6 +47,11 @@ class StoreServer {
   /// Blocks until done.
   void clear();
 
+  /// Drops every key and queue whose name (as clients name it, without PyTorch's leading "/") does
+  /// not start with `kept`; connections stay. Blocks until done (a hop to the server's thread);
+  /// returns how many went.
+  std::size_t erase_all_but(const std::string& kept);
+
   /// Blocks until no client is connected, or for `timeout`; returns whether none is. For a host
   /// that should not leave while its clients still read the last thing it told them.
   bool wait_until_idle(std::chrono::milliseconds timeout);

@@ -117,7 +117,6 @@ TEST(Localhost, StaticUnevenNodesGetContiguousGlobalRanks) {
   auto outcomes = run_nodes(nodes);
   for (const auto& [name, outcome] : outcomes) ASSERT_EQ(outcome.exit_status, 0) << all_output(outcomes);
 
-  std::string master_port;
   int expected_rank = 0;
   for (int node = 0; node < 3; ++node) {
     for (int local = 0; local < nprocs[node]; ++local, ++expected_rank) {
@@ -134,10 +133,9 @@ TEST(Localhost, StaticUnevenNodesGetContiguousGlobalRanks) {
       EXPECT_EQ(env["TORCHELASTIC_RESTART_COUNT"], "0");
       EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "none");
       EXPECT_EQ(env["MASTER_ADDR"], "127.0.0.1");
-      // One worker store for the round, on a fresh port, not the rendezvous store's.
-      EXPECT_NE(env["MASTER_PORT"], std::to_string(port));
-      if (master_port.empty()) master_port = env["MASTER_PORT"];
-      EXPECT_EQ(env["MASTER_PORT"], master_port);
+      // The agent store on --master-port, as torchrun's static jobs (--worker-store agent).
+      EXPECT_EQ(env["MASTER_PORT"], std::to_string(port));
+      EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
     }
   }
 }

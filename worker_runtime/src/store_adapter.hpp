@@ -17,7 +17,8 @@ struct GroupStore {
   /// alive as long as any of them.
   std::shared_ptr<rendezvous::StoreServer> hosted;
   std::unique_ptr<rendezvous::StoreClient> client;
-  /// "ddprun/pg/<restart_count>/<n>/": n counts the groups this process created, so every rank must
+  /// "ddprun/pg/<restart_count>/<n>/", after "/worker/attempt_<restart_count>/" (PyTorch's attempt
+  /// prefix) when the agent serves the store: n counts the groups this process created, so every rank must
   /// create its groups in the same order (as with torch.distributed); the restart count keeps a
   /// restarted attempt off the previous attempt's keys even when the agent's store outlives it.
   std::string prefix;
