@@ -17,7 +17,8 @@ void Agent::set_up_terminals() {
     worker_terminal_ = WorkerTerminal::pty_or_pipes;
   }
   if (config.stdin_target != StdinTarget::none) stdin_ = std::make_unique<StdinForwarder>(io_, STDIN_FILENO);
-  if (worker_terminal_ != WorkerTerminal::pipes && terminal_window()) {
+  // On a terminal, worker ptys and the console's live lines follow its size.
+  if (terminal_window()) {
     window_changes_.emplace(io_, SIGWINCH);
     wait_window_changes();
   }

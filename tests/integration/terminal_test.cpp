@@ -34,12 +34,15 @@ const char* kRankPrefix = "--log-line-prefix-template=[${rank}]:";
 /// ddprun started on a pseudo-terminal of its own (its stdin, stdout and stderr), 120x40.
 class PtyLaunch {
  public:
-  explicit PtyLaunch(const std::vector<std::string>& args) {
+  /// Runs `ddprun args...`.
+  explicit PtyLaunch(const std::vector<std::string>& args) : PtyLaunch(with_ddprun(args), as_given) {}
+  /// Runs `argv` as given (a wrapper that execs ddprun in the end).
+  struct AsGiven {};
+  static constexpr AsGiven as_given{};
+  PtyLaunch(std::vector<std::string> argv, AsGiven) {
     winsize size{};
     size.ws_row = 40;
     size.ws_col = 120;
-    std::vector<std::string> argv{ddprun_binary()};
-    argv.insert(argv.end(), args.begin(), args.end());
     pid_ = ::forkpty(&master_, nullptr, nullptr, &size);
     if (pid_ == 0) {
       // A terminal as users have, but for "\n" -> "\r\n" on output: the test reads the bytes as written.
@@ -53,7 +56,7 @@ class PtyLaunch {
       std::vector<char*> raw;
       for (auto& arg : argv) raw.push_back(arg.data());
       raw.push_back(nullptr);
-      ::execv(raw[0], raw.data());
+      ::execvp(raw[0], raw.data());
       ::_exit(127);
     }
     if (pid_ < 0) throw std::runtime_error("forkpty failed");
@@ -105,6 +108,11 @@ class PtyLaunch {
   const std::string& output() const { return output_; }
 
  private:
+  static std::vector<std::string> with_ddprun(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{ddprun_binary()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
   /// One poll and read; false at the end of the terminal's output (EIO: every slave closed).
   bool read_some(int timeout_ms) {
     pollfd pfd{master_, POLLIN, 0};
@@ -154,6 +162,7 @@ TEST(Terminal, WorkersSeeATerminalUnderAPty) {
   EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
   EXPECT_NE(launch.output().find("[0]:isatty 0=1 1=1 2=1\n"), std::string::npos) << launch.output();
   EXPECT_NE(launch.output().find("[1]:isatty 0=0 1=1 2=1\n"), std::string::npos) << launch.output();
+  EXPECT_NE(launch.output().find("[1]:size 40x120\n"), std::string::npos) << "ddprun's window size, passed on";
 }
 
 TEST(Terminal, WorkersSeePipesWithPtyOff) {
@@ -295,6 +304,33 @@ TEST(Terminal, StdinNoneLeavesItUnread) {
   EXPECT_NE(outcome.out.find("rank 0 EOF\n"), std::string::npos) << outcome.out;
   EXPECT_NE(outcome.out.find("rank 1 EOF\n"), std::string::npos) << outcome.out;
   EXPECT_NE(outcome.out.find("after\nanswer\n"), std::string::npos) << outcome.out;
+}
+
+// No pty to be had (/dev/ptmx is /dev/null here, in a mount namespace of the test's): --pty on
+// fails with one line naming the cause; auto, on a terminal, falls back to pipes with one warning.
+TEST(Terminal, NoPtyFailsOnAndFallsBackInAuto) {
+  if (::geteuid() != 0 || std::system("unshare -m true 2>/dev/null") != 0) GTEST_SKIP() << "needs root for a mount namespace";
+  auto without_ptys = [](const std::string& flags) {
+    return std::vector<std::string>{"/usr/bin/unshare", "-m", "/bin/sh", "-c",
+                                    "mount --bind /dev/null /dev/ptmx && exec " + ddprun_binary() + " " + flags +
+                                        " --standalone --nproc_per_node=2 --no-python " + test_worker_binary() + " isatty"};
+  };
+  Outcome fail = run_ddprun_via(without_ptys("--pty=on"));
+  EXPECT_EQ(fail.exit_status, 1) << fail.err;
+  std::string line = fail.err.substr(fail.err.rfind('\n', fail.err.size() - 2) + 1);
+  EXPECT_NE(line.find("cannot open a pseudo-terminal"), std::string::npos) << fail.err;
+  EXPECT_NE(line.find("(--pty on)"), std::string::npos) << fail.err;
+
+  PtyLaunch fallback(without_ptys(""), PtyLaunch::as_given);
+  EXPECT_EQ(fallback.wait_exit(), 0) << fallback.output();
+  const std::string& out = fallback.output();
+  std::size_t warnings = 0;
+  for (std::size_t at = out.find("workers write to pipes instead"); at != std::string::npos;
+       at = out.find("workers write to pipes instead", at + 1)) {
+    ++warnings;
+  }
+  EXPECT_EQ(warnings, 1U) << out;
+  EXPECT_NE(out.find("isatty 0=0 1=0 2=0"), std::string::npos) << out;
 }
 
 // (h) No orphan after a SIGKILLed ddprun whose workers lead sessions on their ptys.

@@ -17,10 +17,12 @@
 ///                            the rank's own way: 0 exit 20, 1 exit 21, 2 SIGKILL, 3 SIGSEGV
 ///   ticks N MS               a C++ trainer: printf "tick i" N times, MS ms apart, never fflush
 ///                            (block-buffered on a pipe, line-buffered on a terminal)
-///   isatty                   print "isatty 0=X 1=Y 2=Z" for stdin, stdout and stderr (1 = a terminal)
+///   isatty                   print "isatty 0=X 1=Y 2=Z" for stdin, stdout and stderr (1 = a terminal),
+///                            then "size ROWSxCOLS" of the terminal on stdout when it is one
 ///   bar N MS                 rank 0: a tqdm-like bar, "\rbar i/N" N times MS ms apart, then "\n";
 ///                            the other ranks: "line i\n" at the same pace
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -188,6 +190,8 @@ int main(int argc, char** argv) {
   }
   if (mode == "isatty") {
     std::printf("isatty 0=%d 1=%d 2=%d\n", ::isatty(0), ::isatty(1), ::isatty(2));
+    winsize size{};
+    if (::ioctl(1, TIOCGWINSZ, &size) == 0) std::printf("size %dx%d\n", size.ws_row, size.ws_col);
     return 0;
   }
   if (mode == "bar" && argc == 4) {
