@@ -14,6 +14,7 @@
 #include "console.hpp"
 #include "error_file.hpp"
 #include "failure_rule.hpp"
+#include "forward_rule.hpp"
 #include "errors.hpp"
 #include "output_plan.hpp"
 #include "auth.hpp"
@@ -48,7 +49,6 @@ Agent::Agent(AgentPlan plan)
       finish_timer_(io_),
       child_exits_(io_, SIGCHLD),
       stop_signals_(io_),
-      forwarded_signals_(io_),
       oom_(OomWatch::for_this_process()) {}
 
 int Agent::run() {
@@ -63,16 +63,21 @@ int Agent::run() {
   set_up_terminals();
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
-  // Slurm warns of preemption with SIGUSR1/SIGUSR2: pass them on, the job goes on.
+  // --forward-signals (Slurm warns of preemption with SIGUSR1/SIGUSR2): passed on, the job goes on.
+  // SIGUSR1/SIGUSR2 are caught even when not forwarded, so that they never end ddprun (their
+  // default action); caught, not ignored, so that workers still start with the default.
+  std::vector<int> caught;
+  for (int signo : config.signals_to_forward) caught.push_back(signo);
   for (int signo : {SIGUSR1, SIGUSR2}) {
-    if (std::find(config.signals_to_handle.begin(), config.signals_to_handle.end(), signo) ==
-        config.signals_to_handle.end()) {
-      forwarded_signals_.add(signo);
-    }
+    if (std::find(caught.begin(), caught.end(), signo) == caught.end()) caught.push_back(signo);
   }
+  std::erase_if(caught, [&](int signo) {
+    return std::find(config.signals_to_handle.begin(), config.signals_to_handle.end(), signo) !=
+           config.signals_to_handle.end();
+  });
+  forwarded_signals_.emplace(io_, caught, [this](const SignalOrigin& origin) { on_forwarded_signal(origin); });
   wait_child_exits();
   wait_stop_signals();
-  wait_forwarded_signals();
 
   const bool multi_node = plan_.multi_node;
   // First: a busy port fails the job before anything is created.
@@ -326,12 +331,26 @@ void Agent::wait_stop_signals() {
   });
 }
 
-void Agent::wait_forwarded_signals() {
-  forwarded_signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
-    if (ec) return;
-    if (group_) group_->signal_running(signo);
-    wait_forwarded_signals();
-  });
+void Agent::on_forwarded_signal(const SignalOrigin& origin) {
+  const auto& forwarded = plan_.config.signals_to_forward;
+  if (std::find(forwarded.begin(), forwarded.end(), origin.signo) == forwarded.end()) {
+    if (plan_.config.verbose) print_line(signal_name(origin.signo) + " not passed on (not in --forward-signals)");
+    return;
+  }
+  std::string sender = sent_by_a_process(origin) ? process_name(origin.sender) : std::string();
+  // Workers outside a job cgroup of ddprun's own share ddprun's cgroup, the one Slurm signals.
+  if (decide_forward(origin, sender, cgroup_ == nullptr) == ForwardVerdict::sender_signals_workers_too) {
+    if (plan_.config.verbose) {
+      print_line(signal_name(origin.signo) + " from slurmstepd (pid " + std::to_string(origin.sender) +
+                 ") not passed on: Slurm signals the workers too");
+    }
+    return;
+  }
+  if (plan_.config.verbose) {
+    std::string from = sender.empty() ? "" : " from " + sender + " (pid " + std::to_string(origin.sender) + ")";
+    print_line(signal_name(origin.signo) + from + " passed on to the workers");
+  }
+  if (group_) group_->signal_running(origin.signo);
 }
 
 void Agent::on_stop_signal(int signo) {

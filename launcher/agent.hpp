@@ -27,6 +27,7 @@
 #include "port_reservation.hpp"
 #include "program.hpp"
 #include "run_logs.hpp"
+#include "signal_origin.hpp"
 #include "stdin_forwarder.hpp"
 #include "store_server.hpp"
 #include "unique_fd.hpp"
@@ -72,7 +73,8 @@ class Agent {
 
   void wait_child_exits();
   void wait_stop_signals();
-  void wait_forwarded_signals();
+  /// A --forward-signals signal: passed on to the running workers unless its sender signals them too.
+  void on_forwarded_signal(const SignalOrigin& origin);
   void on_worker_exit(const WorkerExit& exit);
   void on_start_failed(const std::string& message);
   void on_log_error(const LogWriteError& error);
@@ -112,7 +114,7 @@ class Agent {
   std::vector<LogWriteError> log_errors_;
   boost::asio::signal_set child_exits_;
   boost::asio::signal_set stop_signals_;
-  boost::asio::signal_set forwarded_signals_;
+  std::optional<SignalOriginSet> forwarded_signals_;  ///< --forward-signals, and SIGUSR1/SIGUSR2 always
 
   std::optional<RunLogs> logs_;
   /// The job's store, on MASTER_ADDR:MASTER_PORT for the whole job; workers are its clients

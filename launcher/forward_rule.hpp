@@ -1,0 +1,27 @@
+#pragma once
+/// Whether a signal ddprun forwards (--forward-signals, SIGUSR1 and SIGUSR2 by default) is passed
+/// on to the workers, decided from who sent it.
+///
+/// Slurm signals a step (`scancel --signal=USR1`, `srun --signal=USR1@60`, `sbatch --signal=USR1@60`)
+/// through slurmstepd, which sends the signal to every process its process tracking holds for the
+/// step: with proctrack/cgroup, each pid in the step's task cgroups (read flat, not their children).
+/// Workers in ddprun's own cgroup are among them and already have the signal: passing it on would
+/// deliver it twice. Workers in the job cgroup ddprun made below its own (DDPRUN_JOB_CGROUP) are
+/// not, and need it passed on.
+#include <string_view>
+
+#include "signal_origin.hpp"
+
+namespace ddprun::launcher {
+
+enum class ForwardVerdict {
+  forward,                    ///< pass it on to every running worker
+  sender_signals_workers_too  ///< Slurm's slurmstepd sent it, and it signals the workers as well
+};
+
+/// `sender_name`: process_name(origin.sender) for a signal a process sent (empty when unknown).
+/// `workers_share_launcher_cgroup`: the workers run in ddprun's own cgroup (no job cgroup).
+ForwardVerdict decide_forward(const SignalOrigin& origin, std::string_view sender_name,
+                              bool workers_share_launcher_cgroup);
+
+}  // namespace ddprun::launcher
