@@ -15,6 +15,8 @@
 #include "error_file.hpp"
 #include "failure_rule.hpp"
 #include "forward_rule.hpp"
+#include "endpoint.hpp"
+#include "verbose.hpp"
 #include "errors.hpp"
 #include "output_plan.hpp"
 #include "auth.hpp"
@@ -87,6 +89,7 @@ int Agent::run() {
     start_store();
   }
   logs_.emplace(config.log_dir, config.rdzv_id);
+  if (config.verbose) print_launch_config();
 
   if (defaults_omp_num_threads(plan_.env, config.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
 
@@ -228,6 +231,10 @@ void Agent::start_attempt() {
   handlers.on_log_error = [this](const LogWriteError& error) { on_log_error(error); };
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
+    if (being_started_) {  // -v: the worker just prepared is the one started (WorkerGroup::spawn_batch)
+      print_line(describe_worker_start(being_started_->local_rank, being_started_->rank, pgid, being_started_->argv));
+      being_started_.reset();
+    }
   };
   handlers.on_stdin = [this](pid_t pid, int fd, bool pty) {
     if (stdin_) return stdin_->add_target(pid, fd, pty);
@@ -243,6 +250,9 @@ void Agent::start_attempt() {
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
+  if (plan_.config.verbose) {
+    print_line(describe_attempt_start(attempt_, restart_count_, plan_.config.max_restarts, static_cast<int>(count)));
+  }
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}, {}};
     auto dir = logs_->worker_dir(attempt_, worker.spec.local_rank);
@@ -251,6 +261,7 @@ void Agent::start_attempt() {
     error_files_.at(i) = worker.spec.error_file;
     worker.env = build_worker_env(plan_.env, worker.spec);
     worker.routes = open_routes(worker.spec.local_rank, dir);
+    if (plan_.config.verbose) being_started_ = worker.spec;
     return worker;
   });
 }
@@ -427,6 +438,17 @@ void Agent::give_up_on_a_stalled_console() {
   finish_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) give_up_on_a_stalled_console();  // still taking lines: they are worth the wait
   });
+}
+
+void Agent::print_launch_config() const {
+  LaunchFacts facts;
+  facts.executable = plan_.command.executable;
+  facts.argv = plan_.command.argv;
+  if (plan_.command.python) facts.interpreter = describe_python(*plan_.command.python);
+  facts.device_source = plan_.device_source;
+  if (!plan_.multi_node) facts.master = rendezvous::format_endpoint(master_addr_, master_port_number_);
+  facts.log_dir = logs_->run_dir().string();
+  for (const auto& line : describe_launch_config(plan_.config, facts)) print_line(line);
 }
 
 }  // namespace ddprun::launcher

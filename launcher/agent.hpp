@@ -75,6 +75,8 @@ class Agent {
   void wait_stop_signals();
   /// A --forward-signals signal: passed on to the running workers unless its sender signals them too.
   void on_forwarded_signal(const SignalOrigin& origin);
+  /// -v: the launch config, as torchrun logs it with LOGLEVEL=INFO (verbose.hpp).
+  void print_launch_config() const;
   void on_worker_exit(const WorkerExit& exit);
   void on_start_failed(const std::string& message);
   void on_log_error(const LogWriteError& error);
@@ -159,6 +161,7 @@ class Agent {
   bool pty_warned_ = false;
 
   std::unique_ptr<WorkerGroup> group_;
+  std::optional<WorkerSpec> being_started_;  ///< -v: the worker prepared, named when its pid is known
   std::vector<UniqueFd> attempt_log_files_;
   std::vector<std::string> error_files_;  ///< per local rank, this attempt
   int restart_count_ = 0;
