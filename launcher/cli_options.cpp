@@ -15,7 +15,8 @@ constexpr std::array kOptions{
     OptionSpec{"master-port", 0, "PORT", "29500", Group::membership, "static rendezvous: store port on node 0"},
     OptionSpec{"rdzv-backend", 0, "NAME", "static", Group::membership, "static or c10d"},
     OptionSpec{"rdzv-endpoint", 0, "HOST[:PORT]", "none", Group::membership,
-               "c10d store; [v6addr]:PORT for IPv6; PORT defaults to 29400", true},
+               "c10d store; IPv6 as [v6addr]:PORT (or v6addr:PORT, split at the last ':'); PORT defaults to 29400",
+               true},
     OptionSpec{"rdzv-id", 0, "ID", "none", Group::membership, "job id (TORCHELASTIC_RUN_ID, log folder prefix)"},
     OptionSpec{"rdzv-conf", 0, "K=V,...", "none", Group::membership,
                "join_timeout=600,last_call_timeout=30,is_host=1,...", true},
@@ -59,7 +60,7 @@ constexpr std::array kOptions{
     OptionSpec{"use-env", 0, "", "off", Group::program,
                "accepted for torch.distributed.launch; the environment is always set"},
     OptionSpec{"append-local-rank", 0, "off|dash|underscore", "off", Group::program,
-               "append --local-rank=N (dash) or --local_rank=N (underscore) to ARGS, as torch.distributed.launch"},
+               "pass --local-rank=N (dash) or --local_rank=N (underscore) before ARGS, as torch.distributed.launch"},
 };
 
 }  // namespace
@@ -135,12 +136,15 @@ std::string help_text() {
   line("  -h, --help", "print this help and exit");
   line("      --version", "print the version and exit");
   text +=
-      "\nPROGRAM is a .py script (run as python3 -u, or $PYTHON_EXEC), an executable file (run directly),\n"
-      "or with -m a Python module. ARGS go to every worker verbatim; ${local_rank} in them becomes the\n"
-      "worker's local rank. A prefix template prefixes every console line; without one, -t uses\n"
-      "[${role_name}${local_rank}]:. Options with '-' may also be spelled with '_' (--nproc_per_node).\n"
-      "Each option can also be set by PET_<NAME> (PET_NPROC_PER_NODE, PET_NNODES, ...); the command\n"
-      "line wins.\n"
+      "\nPROGRAM is a .py script (run as PYTHON -u), an executable file (run directly; one whose #! line\n"
+      "names Python runs as that python -u), or with -m a Python module. PYTHON: $PYTHON_EXEC, else\n"
+      "$VIRTUAL_ENV/bin/python, else $CONDA_PREFIX/bin/python, else python3 on PATH (-v says which).\n"
+      "ARGS go to every worker as given, but $local_rank and ${local_rank} become the worker's local\n"
+      "rank and $$ becomes $ (as torchrun). A prefix template prefixes every console line; without one,\n"
+      "-t uses [${role_name}${local_rank}]:. Options with '-' may also be spelled with '_'\n"
+      "(--nproc_per_node), and shortened to any unique prefix (--nproc=2). --OPT= (an empty value)\n"
+      "means the default where torchrun reads it so. Each option can also be set by PET_<NAME>\n"
+      "(PET_NPROC_PER_NODE, PET_NNODES, ...); the command line wins.\n"
       "Exit status: 0 success, 1 the job failed, 2 usage error, 128+N ended by signal N.\n";
   return text;
 }
