@@ -39,9 +39,14 @@ std::string fit_to_width(std::string_view text, std::size_t columns) {
   bool escapes = false;
   while (!text.empty()) {
     if (text.front() == '\x1b') {
+      // Colours (SGR, "ESC [ ... m") are kept; any other sequence could move the cursor out of the
+      // live region (tqdm's nested bars go up a line) and is dropped.
       std::size_t n = escape_length(text);
-      out.append(text.substr(0, n));
-      escapes = true;
+      std::string_view sequence = text.substr(0, n);
+      if (sequence.size() > 2 && sequence[1] == '[' && sequence.back() == 'm') {
+        out.append(sequence);
+        escapes = true;
+      }
       text.remove_prefix(n);
       continue;
     }

@@ -17,9 +17,10 @@ namespace ddprun::launcher {
 /// followed by something ("a\rb" -> "b"; "abc\r" -> "abc", a CRLF ending).
 std::string_view last_frame(std::string_view line);
 
-/// `text` cut to at most `columns` columns: ANSI escape sequences take none and are kept whole, a
-/// UTF-8 character takes one (a wide one too: a cut line may end a column early), control
-/// characters are dropped; an SGR reset is appended when the cut may have left a colour on.
+/// `text` cut to at most `columns` columns: colour sequences (SGR) take none and are kept whole,
+/// other escape sequences and control characters are dropped (they would move the cursor), a UTF-8
+/// character takes one (a wide one too: a cut line may end a column early); an SGR reset is appended
+/// when the cut may have left a colour on.
 std::string fit_to_width(std::string_view text, std::size_t columns);
 
 /// The bytes that take a terminal from showing `shown` live lines (cursor at the end of the last)

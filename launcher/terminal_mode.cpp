@@ -32,7 +32,8 @@ void TerminalMode::restore() {
   if (!entered_) return;
   entered_ = false;
   // In the background, the shell has put back its own mode when it took the terminal (a stop).
-  if (saved_ && in_foreground(fd_)) ::tcsetattr(fd_, TCSADRAIN, &*saved_);
+  // TCSANOW: waiting for the output to drain would block on a terminal paused with Ctrl-S.
+  if (saved_ && in_foreground(fd_)) ::tcsetattr(fd_, TCSANOW, &*saved_);
 }
 
 }  // namespace ddprun::launcher

@@ -132,6 +132,43 @@ class PtyLaunch {
   std::string output_;
 };
 
+/// A tmux session of its own (its own server), 100x40, running `command`; killed when it goes.
+class Tmux {
+ public:
+  explicit Tmux(const std::string& command)
+      : tmux_("tmux -L ddprun_test_" + std::to_string(::getpid()) + "_" + std::to_string(++sessions_) + " -f /dev/null ") {
+    std::string quoted = "'";
+    for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    quoted += "'";
+    started_ = std::system((tmux_ + "new-session -d -x 100 -y 40 " + quoted).c_str()) == 0;
+  }
+  ~Tmux() { std::system((tmux_ + "kill-server 2>/dev/null").c_str()); }
+  bool started() const { return started_; }
+  /// The screen as tmux shows it.
+  std::string screen() const {
+    std::string text;
+    FILE* pipe = ::popen((tmux_ + "capture-pane -p").c_str(), "r");
+    if (pipe == nullptr) return text;
+    char buffer[4096];
+    std::size_t n = 0;
+    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
+    ::pclose(pipe);
+    return text;
+  }
+  bool wait_for(const std::string& text, std::chrono::milliseconds timeout = 30s) const {
+    return eventually([&] { return screen().find(text) != std::string::npos; }, timeout);
+  }
+  /// Types `keys` (tmux key names, e.g. "Enter", or literal text with `literal`).
+  void keys(const std::string& keys, bool literal = false) const {
+    std::system((tmux_ + "send-keys " + (literal ? "-l " : "") + "'" + keys + "'").c_str());
+  }
+
+ private:
+  static inline int sessions_ = 0;
+  std::string tmux_;
+  bool started_ = false;
+};
+
 bool has_system_python() { return ::access(kSystemPython, X_OK) == 0; }
 
 // (a) A C++ trainer that printf()s a line now and then, never flushing: on a pty its lines arrive
@@ -186,27 +223,11 @@ TEST(Terminal, PtyOnGivesATerminalWithoutOne) {
 TEST(Terminal, ProgressBarIsDrawnInPlaceWithItsPrefix) {
   if (std::system("tmux -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed";
   TempDir tmp;
-  const std::string socket = "ddprun_test_" + std::to_string(::getpid());
-  const std::string tmux = "tmux -L " + socket + " -f /dev/null ";
-  const std::string command = "TMPDIR=" + tmp.str() + " NO_COLOR=1 " + ddprun_binary() +
-                              " --standalone --nproc_per_node=2 '--log-line-prefix-template=[\\${rank}]:' --no-python " +
-                              test_worker_binary() + " bar 15 60; echo EXIT=$?; sleep 60";
-  ASSERT_EQ(std::system((tmux + "new-session -d -x 100 -y 40 \"" + command + "\"").c_str()), 0);
-  std::string screen;
-  bool ended = eventually(
-      [&] {
-        FILE* pipe = ::popen((tmux + "capture-pane -p").c_str(), "r");
-        if (pipe == nullptr) return false;
-        screen.clear();
-        char buffer[4096];
-        std::size_t n = 0;
-        while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) screen.append(buffer, n);
-        ::pclose(pipe);
-        return screen.find("EXIT=") != std::string::npos;
-      },
-      30s);
-  std::system((tmux + "kill-server 2>/dev/null").c_str());
-  ASSERT_TRUE(ended) << screen;
+  Tmux tmux("TMPDIR=" + tmp.str() + " NO_COLOR=1 " + ddprun_binary() +
+            " --standalone --nproc_per_node=2 '--log-line-prefix-template=[${rank}]:' --no-python " +
+            test_worker_binary() + " bar 15 60; echo EXIT=$?; sleep 60");
+  ASSERT_TRUE(tmux.wait_for("EXIT=")) << tmux.screen();
+  std::string screen = tmux.screen();
   EXPECT_NE(screen.find("EXIT=0"), std::string::npos) << screen;
   std::vector<std::string> lines = split_lines(screen);
   int bar_lines = 0;
@@ -331,6 +352,35 @@ TEST(Terminal, NoPtyFailsOnAndFallsBackInAuto) {
   }
   EXPECT_EQ(warnings, 1U) << out;
   EXPECT_NE(out.find("isatty 0=0 1=0 2=0"), std::string::npos) << out;
+}
+
+// `ddprun ... &` from an interactive shell, rank 0 waiting for input: ddprun is not stopped by
+// SIGTTIN (it does not read the terminal from the background); brought back with fg, it forwards.
+TEST(Terminal, BackgroundDdprunIsNotStoppedAndReadsOnceInTheForeground) {
+  if (std::system("tmux -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed";
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  TempDir tmp;
+  Tmux tmux("env -i PATH=/usr/bin:/bin TERM=xterm PS1='$ ' bash --norc --noprofile -i");
+  ASSERT_TRUE(tmux.wait_for("$")) << tmux.screen();  // the prompt (capture-pane drops trailing blanks)
+  const std::string pid_file = (tmp.path() / "pid").string();
+  tmux.keys("TMPDIR=" + tmp.str() + " " + ddprun_binary() + " --standalone --nproc_per_node=2 --no-python " +
+                kSystemPython + " " + (kData / "read_stdin.py").string() + " & echo $! > " + pid_file,
+            true);
+  tmux.keys("Enter");
+  pid_t pid = 0;
+  ASSERT_TRUE(eventually([&] { return (std::ifstream(pid_file) >> pid) && pid > 0; })) << tmux.screen();
+  ASSERT_TRUE(tmux.wait_for("rank 1 EOF")) << tmux.screen();  // the job runs; rank 0 waits for input
+  std::this_thread::sleep_for(500ms);
+  std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
+  char state = stat.at(stat.rfind(')') + 2);
+  EXPECT_NE(state, 'T') << "stopped in the background: " << stat;
+  tmux.keys("fg");
+  tmux.keys("Enter");
+  std::this_thread::sleep_for(500ms);
+  tmux.keys("answer", true);
+  tmux.keys("Enter");
+  EXPECT_TRUE(tmux.wait_for("rank 0 got answer")) << tmux.screen();
+  EXPECT_TRUE(eventually([&] { return !process_alive(pid); })) << tmux.screen();
 }
 
 // (h) No orphan after a SIGKILLed ddprun whose workers lead sessions on their ptys.

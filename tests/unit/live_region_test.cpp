@@ -39,6 +39,7 @@ TEST(FitToWidth, CutsAtTheWidthKeepingEscapesWhole) {
       {"\x1b[32mab\x1b[0m", 2, "\x1b[32mab\x1b[0m"},
       {"\xe2\x96\x88\xe2\x96\x88\xe2\x96\x88", 2, "\xe2\x96\x88\xe2\x96\x88"},
       {"tab\there\x07", 20, "tabhere"},  // control characters would move the cursor
+      {"\x1b[Aup\x1b[2Kline\x1b]0;title\a", 20, "upline"},  // so would these sequences
       {"\x1b[36m[default0]:\x1b[0mbar", 12, "\x1b[36m[default0]:\x1b[0mb\x1b[0m"},  // escapes take no column
   };
   for (const auto& c : cases) EXPECT_EQ(fit_to_width(c.text, c.columns), c.fitted) << c.text;
