@@ -141,7 +141,7 @@ std::optional<VisibleDevices> amd(const DeviceFacts& facts, const Environ& env) 
 VisibleDevices decide_visible_devices(const DeviceFacts& facts, const Environ& env) {
   if (auto found = nvidia(facts, env)) return *found;
   if (auto found = amd(facts, env)) return *found;
-  std::string source = "no NVIDIA driver: " + (facts.nvml_error.empty() ? "NVML found no GPU" : facts.nvml_error);
+  std::string source = facts.nvml_uuids ? "NVML: no GPU" : "no NVIDIA driver: " + facts.nvml_error;
   if (!facts.cuda_error.empty() && facts.cuda_error != facts.nvml_error) source += ", " + facts.cuda_error;
   if (!facts.proc_nvidia_gpus) source += ", no /proc/driver/nvidia/gpus";
   source += "; no ROCm GPU";

@@ -90,7 +90,7 @@ TEST(DecideVisibleDevices, Table) {
       {"NVML, MIG on trust", nvml({kUuid0}), {{"CUDA_VISIBLE_DEVICES", "MIG-GPU-8f6b2d1e/1/0"}},
        {"MIG-GPU-8f6b2d1e/1/0"}, "NVML"},
       {"NVML, no more than exist", nvml({kUuid0}), {{"CUDA_VISIBLE_DEVICES", "MIG-a,MIG-b"}}, {"MIG-a"}, "NVML"},
-      {"NVML answered none", nvml({}), {{"CUDA_VISIBLE_DEVICES", "0"}}, {}, "NVML found no GPU"},
+      {"NVML answered none", nvml({}), {{"CUDA_VISIBLE_DEVICES", "0"}}, {}, "NVML: no GPU, no /proc/driver/nvidia/gpus; no ROCm GPU"},
       {"CUDA driver applied the list", cuda_driver(2), {{"CUDA_VISIBLE_DEVICES", "5,7,9"}}, {"5", "7"},
        "CUDA driver: 2 GPUs visible with CUDA_VISIBLE_DEVICES=5,7,9 (NVML: nvmlInit_v2 failed"},
       {"CUDA driver, unset", cuda_driver(1), {}, {"0"}, "CUDA driver: 1 GPU visible"},
