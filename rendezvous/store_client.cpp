@@ -227,7 +227,8 @@ class StoreClient::Impl {
   /// The request's bytes in the connection's dialect; CallFailed when that dialect lacks the op.
   std::string encode(const wire::Request& request) const {
     if (!wire::op_code(dialect_, request.op)) {
-      throw CallFailed{"the store speaks PyTorch 1.13's protocol, which has no " + std::string(wire::op_name(request.op))};
+      throw CallFailed{"the store speaks PyTorch 1.13's protocol, which has no " +
+                       std::string(wire::op_name(request.op))};
     }
     return wire::encode_request(dialect_, request);
   }
@@ -345,8 +346,9 @@ class StoreClient::Impl {
       socket_.connect(options.host, options.port, deadline);
       legacy_probe(deadline);
     } catch (const CallFailed& legacy_failed) {
-      throw CallFailed{failed.reason + " (in the handshake; in PyTorch 1.13's dialect too: " + legacy_failed.reason + ")",
-                       legacy_failed.timed_out};
+      throw CallFailed{
+          failed.reason + " (in the handshake; in PyTorch 1.13's dialect too: " + legacy_failed.reason + ")",
+          legacy_failed.timed_out};
     }
     dialect_ = wire::Dialect::legacy;
   }
@@ -500,7 +502,9 @@ std::vector<std::string> StoreClient::multi_get(const std::vector<std::string>& 
     std::vector<std::string> values;
     values.reserve(ks.size());
     if (impl_->dialect() == wire::Dialect::legacy) {  // 1.13 has no MULTI_GET
-      for (const auto& k : ks) values.push_back(impl_->read_value(impl_->send(make_request(wire::Op::get, {k}), impl_->options.timeout)));
+      for (const auto& k : ks) {
+        values.push_back(impl_->read_value(impl_->send(make_request(wire::Op::get, {k}), impl_->options.timeout)));
+      }
       return values;
     }
     Deadline deadline = impl_->send(make_request(wire::Op::multi_get, ks), impl_->options.timeout);

@@ -61,8 +61,8 @@ struct StoreClientOptions {
 class StoreClient {
  public:
   /// Connects, retrying with exponential backoff (10 ms doubling up to 1 s, +-25% jitter) until
-  /// connect_timeout; then sends VALIDATE, PING (checks the nonce comes back) and, when a token is
-  /// set, authenticates. Throws StoreError("cannot reach the store at H:P within Ns: <last error>"),
+  /// connect_timeout; then sends VALIDATE, PING (checks the nonce comes back; see legacy_fallback for
+  /// a store that resets the connection there) and, when a token is set, authenticates. Throws StoreError("cannot reach the store at H:P within Ns: <last error>"),
   /// or a StoreError saying the store rejected the token or could not prove it knows it.
   explicit StoreClient(StoreClientOptions options);
   ~StoreClient();
