@@ -6,7 +6,8 @@
 #             targets leak nothing of the build (paths, internal targets); takes the trainer's
 #             CMakeLists.txt and trainer.cpp from docs/runtime.md as written, configures it with the
 #             doc's command in an environment without CUDA or Torch hints, builds it, checks that
-#             Torch was not looked for, and runs it alone and as 2 ranks under the installed ddprun.
+#             Torch was not looked for, and runs it alone (a world of one).
+#   ddprun    runs the trainer as 2 ranks under the installed ddprun (--standalone).
 #   torchrun  runs the trainer as 2 ranks under torchrun-anchor (PyTorch 1.13's torchrun, static
 #             rendezvous: the workers use its agent's TCPStore, PyTorch 1.13's server).
 #   mpirun    runs it as 2 ranks under Open MPI's mpirun.
@@ -15,7 +16,7 @@
 # Exit 77 (CTest: skipped) with the reason when a needed tool cannot start.
 set -euo pipefail
 
-usage="usage: run_packaging_test.sh install|torchrun|mpirun|torch BUILD_DIR WORK_DIR SOURCE_DIR [GENERATOR] [CXX_COMPILER]"
+usage="usage: run_packaging_test.sh install|ddprun|torchrun|mpirun|torch BUILD_DIR WORK_DIR SOURCE_DIR [GENERATOR] [CXX_COMPILER]"
 stage=${1:?$usage}
 build_dir=$(cd "${2:?$usage}" && pwd)
 work=${3:?$usage}
@@ -104,7 +105,10 @@ install)
     || fail "the trainer failed alone: $output"
   echo "$output"
   grep -q "trainer ok: rank 0 of 1 under none" <<<"$output" || fail "unexpected output alone: $output"
+  ;;
 
+ddprun)
+  [[ -x $trainer ]] || fail "no trainer at $trainer: run the install stage first"
   echo "== 2 ranks under the installed ddprun --nproc-per-node 2 --no-python"
   output=$(timeout 120 "$prefix/bin/ddprun" --standalone --nproc-per-node 2 --no-python "$trainer" 2>&1) \
     || fail "under ddprun: $output"
