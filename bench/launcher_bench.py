@@ -170,6 +170,29 @@ def bench_launch(a):
     details("ddprun", d), details("torchrun-anchor", t)
 
 
+def bench_launch_pty(a):
+    """Launch and tear down 8 workers of /bin/true, each on two ptys (--pty on) or on pipes."""
+    base = [a.ddprun, "--standalone", "--nproc-per-node", str(NPROC)]
+    pty = base + ["--pty", "on", "--no-python", "/bin/true"]
+    pipes = base + ["--pty", "off", "--no-python", "/bin/true"]
+    anc = [a.anchor, "--standalone", "--monitor_interval", "0.05", "--nproc_per_node", str(NPROC),
+           "--no_python", "/bin/true"]
+    for _ in range(a.warmup):
+        timed_run(pty), timed_run(pipes), timed_run(anc)
+    p, t, o = [], [], []
+    for i in range(max(a.launch_runs, a.launch_anchor_runs)):  # all three take turns
+        if i < a.launch_runs:
+            p.append(ms(timed_run(pty)))
+            o.append(ms(timed_run(pipes)))
+        if i < a.launch_anchor_runs:
+            t.append(ms(timed_run(anc)))
+    summary("launch_teardown_8x_true_pty", p, t, "torchrun-anchor", "goal >= 50x")
+    cost = statistics.median(p) / statistics.median(o)
+    print(f"    pty/pipes: ddprun --pty on median {fmt(statistics.median(p))} ms, --pty off "
+          f"{fmt(statistics.median(o))} ms, ratio {cost:.2f}", flush=True)
+    details("ddprun --pty on", p), details("ddprun --pty off", o), details("torchrun-anchor", t)
+
+
 def restart_once(cmd):
     """Latency (ms) from local rank 3's crash until the last of the 8 new workers is running."""
     with tempfile.TemporaryDirectory(prefix="ddprun-restart-") as tmp:
@@ -377,6 +400,7 @@ def bench_cpu(a):
 
 BENCHMARKS = {
     "launch_teardown_8x_true": bench_launch,
+    "launch_teardown_8x_true_pty": bench_launch_pty,
     "restart_latency_8x": bench_restart,
     "idle_cpu_8x_sleep": bench_cpu,
     "baseline_launch_restart": bench_baseline,
