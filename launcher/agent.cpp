@@ -349,8 +349,10 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
     return;
   }
   std::string sender = sent_by_a_process(origin) ? process_name(origin.sender) : std::string();
-  // Workers outside a job cgroup of ddprun's own share ddprun's cgroup, the one Slurm signals.
-  if (decide_forward(origin, sender, cgroup_ == nullptr) == ForwardVerdict::sender_signals_workers_too) {
+  // Workers outside a job cgroup of ddprun's own share ddprun's cgroup, the one Slurm signals;
+  // on cgroup v1 Slurm tracks the step's freezer cgroup, which the workers inherit in any case.
+  const bool slurm_reaches_workers = cgroup_ == nullptr || in_slurm_v1_step(own_cgroups());
+  if (decide_forward(origin, sender, slurm_reaches_workers) == ForwardVerdict::sender_signals_workers_too) {
     if (plan_.config.verbose) {
       print_line(signal_name(origin.signo) + " from slurmstepd (pid " + std::to_string(origin.sender) +
                  ") not passed on: Slurm signals the workers too");

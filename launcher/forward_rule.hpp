@@ -19,8 +19,15 @@ enum class ForwardVerdict {
   sender_signals_workers_too  ///< Slurm's slurmstepd sent it, and it signals the workers as well
 };
 
+/// Whether /proc/PID/cgroup's text (`proc_cgroup`) puts the process in a Slurm step's cgroup v1
+/// freezer cgroup (`.../job_<id>/step_<id>...`), where proctrack/cgroup tracks a step on cgroup v1
+/// (or hybrid) machines. A worker inherits that membership whatever ddprun's job cgroup (cgroup v2)
+/// does, so Slurm reaches it.
+bool in_slurm_v1_step(std::string_view proc_cgroup);
+
 /// `sender_name`: process_name(origin.sender) for a signal a process sent (empty when unknown).
-/// `workers_share_launcher_cgroup`: the workers run in ddprun's own cgroup (no job cgroup).
+/// `workers_share_launcher_cgroup`: the workers are where Slurm looks: ddprun's own cgroup (no job
+/// cgroup), or a Slurm step's cgroup v1 freezer cgroup (in_slurm_v1_step).
 ForwardVerdict decide_forward(const SignalOrigin& origin, std::string_view sender_name,
                               bool workers_share_launcher_cgroup);
 

@@ -7,6 +7,7 @@
 #include <boost/asio/read.hpp>
 #include <cerrno>
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 #include <system_error>
 
@@ -38,6 +39,11 @@ std::string process_name(pid_t pid) {
   std::string name;
   std::getline(comm, name);
   return name;
+}
+
+std::string own_cgroups() {
+  std::ifstream file("/proc/self/cgroup");
+  return std::string(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
 }
 
 SignalOriginSet::SignalOriginSet(boost::asio::io_context& io, const std::vector<int>& signals, Handler on_signal)

@@ -29,6 +29,9 @@ inline bool sent_by_a_process(const SignalOrigin& origin) { return origin.code <
 /// The command name of process `pid` (/proc/PID/comm, at most 15 characters); empty when it is gone.
 std::string process_name(pid_t pid);
 
+/// /proc/self/cgroup's text: this process's cgroups, one "ID:CONTROLLERS:PATH" line each.
+std::string own_cgroups();
+
 /// Catches `signals` while it lives and calls `on_signal` on the loop for each delivery (the kernel
 /// merges deliveries of one signal that arrive while it is pending, as for any handler). One at a
 /// time per process. A child between fork and exec that gets one of these signals ignores it

@@ -31,6 +31,17 @@ TEST(DecideForward, Table) {
   for (const auto& c : cases) EXPECT_EQ(decide_forward(c.origin, c.sender_name, c.shared_cgroup), c.expected) << c.name;
 }
 
+TEST(InSlurmV1Step, Table) {
+  EXPECT_FALSE(in_slurm_v1_step("0::/system.slice/slurmstepd.scope/job_42/step_0/user/task_0\n"));  // v2: no freezer
+  EXPECT_FALSE(in_slurm_v1_step(""));
+  EXPECT_TRUE(in_slurm_v1_step("12:freezer:/slurm/uid_1000/job_42/step_0\n0::/\n"));  // hybrid, Slurm on v1
+  EXPECT_TRUE(in_slurm_v1_step("4:cpu,freezer,cpuacct:/slurm/uid_0/job_7/step_batch\n"));
+  EXPECT_FALSE(in_slurm_v1_step("6:freezer:/\n0::/\n"));  // a freezer hierarchy, but no Slurm step
+  EXPECT_FALSE(in_slurm_v1_step("4:memory:/slurm/uid_0/job_7/step_0\n6:freezer:/\n"));
+  EXPECT_FALSE(in_slurm_v1_step("5:freezerish:/slurm/uid_0/job_7/step_0\n"));
+  EXPECT_FALSE(in_slurm_v1_step("garbage"));
+}
+
 TEST(ProcessName, NamesThisProcessAndNothingForAGonePid) {
   EXPECT_EQ(process_name(::getpid()), "unit_forward_ru");  // comm keeps 15 characters
   EXPECT_EQ(process_name(0x3fffffff), "");
