@@ -92,10 +92,12 @@ class FakeSlurmstepd {
   pid_t pid_ = -1;
 };
 
-void stop(Launch& launch) {
+Outcome stop(Launch& launch) {
   EXPECT_TRUE(process_alive(launch.pid())) << "ddprun must survive SIGUSR1/SIGUSR2";
   launch.send(SIGTERM);  // the workers exit 0 on SIGTERM
-  EXPECT_EQ(launch.wait().exit_status, 128 + SIGTERM);
+  Outcome outcome = launch.wait();
+  EXPECT_EQ(outcome.exit_status, 128 + SIGTERM);
+  return outcome;
 }
 
 std::vector<std::string> job(const TempDir& dir, std::vector<std::string> flags = {}) {
@@ -119,7 +121,7 @@ TEST(ForwardSignals, KillOfDdprunReachesEachWorkerOnce) {
 TEST(ForwardSignals, SlurmSignallingTheWholeStepReachesEachWorkerOnce) {
   TempDir dir;
   // No job cgroup: the workers share ddprun's cgroup, as in a Slurm step (no cgroup delegation).
-  Launch launch(job(dir), {{"DDPRUN_JOB_CGROUP", "off"}});
+  Launch launch(job(dir, {"-v"}), {{"DDPRUN_JOB_CGROUP", "off"}});
   wait_ready(dir);
   std::vector<pid_t> targets = {launch.pid()};
   auto workers = worker_pids(launch.pid());
@@ -131,7 +133,9 @@ TEST(ForwardSignals, SlurmSignallingTheWholeStepReachesEachWorkerOnce) {
   }
   launch.send(SIGUSR1);  // the user's own kill is still passed on
   expect_counts(dir, "2 0");
-  stop(launch);
+  Outcome outcome = stop(launch);
+  EXPECT_NE(outcome.err.find(") not passed on: Slurm signals the workers too\n"), std::string::npos) << outcome.err;
+  EXPECT_NE(outcome.err.find("ddprun: SIGUSR1 from "), std::string::npos) << outcome.err;  // the test's own kill
 }
 
 TEST(ForwardSignals, SlurmSignalIsPassedOnToWorkersInTheJobCgroup) {
