@@ -174,6 +174,22 @@ torch)
     fail "find_package(ddprun COMPONENTS tensorflow) succeeded"
   fi
   grep -q 'no component "tensorflow"' "$work/bad.log" || { cat "$work/bad.log"; fail "the error does not name the component"; }
+
+  echo "== the component torch of a ddprun built without LibTorch is a clear error"
+  # The same install, its config as a build without LibTorch writes it (ddprun_WITH_TORCH OFF).
+  rm -rf "$work/no_torch_prefix" && cp -r "$prefix" "$work/no_torch_prefix"
+  no_torch_config=$work/no_torch_prefix/${config_dir#"$prefix"/}/ddprunConfig.cmake
+  sed -i 's/^set(ddprun_WITH_TORCH ON)/set(ddprun_WITH_TORCH OFF)/' "$no_torch_config"
+  grep -q '^set(ddprun_WITH_TORCH OFF)' "$no_torch_config" || fail "the config does not set ddprun_WITH_TORCH"
+  printf '%s\n' 'cmake_minimum_required(VERSION 3.25)' 'project(no_torch LANGUAGES CXX)' \
+    'find_package(ddprun REQUIRED COMPONENTS torch)' >"$work/bad_component/CMakeLists.txt"
+  rm -rf "$work/bad_component/build"
+  if clean_env cmake -S "$work/bad_component" -B "$work/bad_component/build" -G "$generator" \
+       -DCMAKE_CXX_COMPILER="$compiler" -DCMAKE_PREFIX_PATH="$work/no_torch_prefix" >"$work/bad.log" 2>&1; then
+    fail "find_package(ddprun REQUIRED COMPONENTS torch) succeeded without ddprun::torch"
+  fi
+  grep -q "was built without LibTorch" "$work/bad.log" || { cat "$work/bad.log"; fail "the error does not say why"; }
+  rm -rf "$work/no_torch_prefix"
   ;;
 
 *) fail "$usage" ;;
