@@ -33,9 +33,11 @@ if(TARGET ddprun_runtime)
     install(EXPORT ddprunTorchTargets NAMESPACE ddprun:: DESTINATION ${DDPRUN_INSTALL_CMAKEDIR})
   endif()
 
-  # Where this build found NCCL, as a hint for the config (a search path, not a link path).
+  # Where this build found CUDA and NCCL, as hints for the config (search paths, not link paths).
   set(DDPRUN_NCCL_HINT_DIRS "")
+  set(DDPRUN_CUDA_ROOT_HINT "")
   if(DDPRUN_WITH_NCCL)
+    get_filename_component(DDPRUN_CUDA_ROOT_HINT "${CUDAToolkit_BIN_DIR}" DIRECTORY)  # .../cuda/bin -> .../cuda
     get_filename_component(nccl_library_dir "${DDPRUN_NCCL_LIBRARY}" DIRECTORY)
     set(DDPRUN_NCCL_HINT_DIRS "${nccl_library_dir};${DDPRUN_NCCL_INCLUDE_DIR}")
   endif()
