@@ -162,6 +162,11 @@ void ask_libraries(DeviceFacts& facts) {
     return;
   }
   if (child == 0) {
+    // A driver library's own complaints are not ddprun's output: the answer says what failed.
+    if (int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC); null >= 0) {
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+    }
     std::string answer = ask_nvml();
     if (answer.starts_with("nvml error")) answer += ask_cuda_driver();
     for (std::size_t done = 0; done < answer.size();) {

@@ -40,7 +40,8 @@ DeviceProbeSettings device_probe_settings(const std::optional<std::string>& test
 /// Asks every source. The libraries are loaded in a short-lived child process, so ddprun never
 /// holds a driver's threads, memory or file descriptors (and a hung driver costs at most 20 s);
 /// may take a while where the driver initialises its GPUs (no persistence mode), so call it only
-/// when a count is needed.
+/// when a count is needed. It forks: call it while the process has one thread (ddprun plans the
+/// job before its agent starts any).
 DeviceFacts probe_devices(const DeviceProbeSettings& settings);
 
 }  // namespace ddprun::launcher
