@@ -192,6 +192,8 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
   std::vector<std::string> env_entries;
   env_entries.reserve(env.size());
   for (const auto& [name, value] : env) env_entries.push_back(name + "=" + value);
+  // Pipes after all (no pty to be had): Python block-buffers on them, as build_worker_env says.
+  if (!pty_unavailable.empty() && !env.contains("PYTHONUNBUFFERED")) env_entries.push_back("PYTHONUNBUFFERED=1");
   std::vector<std::string> argv = spec.argv.empty() ? std::vector<std::string>{spec.executable} : spec.argv;
   ExecPlan plan{spec.executable.c_str(), {}, {}, ::getpid(), child_stdin, streams.out_write.get(),
                 streams.err_write.get(), exec_error->write_end.get(), streams.pty ? streams.out_write.get() : -1};

@@ -296,6 +296,18 @@ TEST(Terminal, CtrlCInPdbStopsTheJobAndRestoresTheTerminal) {
   EXPECT_EQ(0, std::memcmp(after.c_cc, before.c_cc, sizeof after.c_cc));
 }
 
+// After a restart, the new rank 0 reads the terminal (and its pty takes the keys again).
+TEST(Terminal, RestartedRankZeroGetsTheInput) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  PtyLaunch launch({"--standalone", "--nproc_per_node=2", "--max-restarts=1", "--no-python", kSystemPython,
+                    (kData / "restart_stdin.py").string()});
+  ASSERT_TRUE(launch.wait_for("ready")) << launch.output();
+  EXPECT_FALSE(launch.mode().c_lflag & ICANON) << "the terminal passes keys on to the new rank 0's pty";
+  launch.type("again\n");
+  EXPECT_TRUE(launch.wait_for("rank 0 got again")) << launch.output();
+  EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
+}
+
 // (e) Piped stdin is rank 0's; rank 1 reads /dev/null. (f) --stdin none: nobody's, and unread.
 TEST(Terminal, PipedStdinIsAnsweredOnRankZero) {
   if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
@@ -334,7 +346,8 @@ TEST(Terminal, NoPtyFailsOnAndFallsBackInAuto) {
   auto without_ptys = [](const std::string& flags) {
     return std::vector<std::string>{"/usr/bin/unshare", "-m", "/bin/sh", "-c",
                                     "mount --bind /dev/null /dev/ptmx && exec " + ddprun_binary() + " " + flags +
-                                        " --standalone --nproc_per_node=2 --no-python " + test_worker_binary() + " isatty"};
+                                        " --standalone --nproc_per_node=2 --no-python /bin/sh -c \"printenv PYTHONUNBUFFERED; exec " +
+                                        test_worker_binary() + " isatty\""};
   };
   Outcome fail = run_ddprun_via(without_ptys("--pty=on"));
   EXPECT_EQ(fail.exit_status, 1) << fail.err;
@@ -352,6 +365,7 @@ TEST(Terminal, NoPtyFailsOnAndFallsBackInAuto) {
   }
   EXPECT_EQ(warnings, 1U) << out;
   EXPECT_NE(out.find("isatty 0=0 1=0 2=0"), std::string::npos) << out;
+  EXPECT_NE(out.find("\n1\n"), std::string::npos) << "pipes after all: PYTHONUNBUFFERED=1\n" << out;
 }
 
 // `ddprun ... &` from an interactive shell, rank 0 waiting for input: ddprun is not stopped by
