@@ -21,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "../support/free_port.hpp"
 #include "harness.hpp"
 
 namespace ddprun::testing {
@@ -395,6 +396,31 @@ TEST(Terminal, BackgroundDdprunIsNotStoppedAndReadsOnceInTheForeground) {
   tmux.keys("Enter");
   EXPECT_TRUE(tmux.wait_for("rank 0 got answer")) << tmux.screen();
   EXPECT_TRUE(eventually([&] { return !process_alive(pid); })) << tmux.screen();
+}
+
+// Two nodes on loopback, each with "answer" on its stdin: only global rank 0 (on node 0) gets it; node
+// 1 reads nothing of its stdin, which its shell's next command still finds there.
+TEST(Terminal, OnlyTheNodeWithRankZeroForwards) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  const int port = free_port();
+  auto node = [&](int node_rank) {
+    return Launch::Command{{"/bin/sh", "-c",
+                            "printf 'answer\\n' | { " + ddprun_binary() + " --nnodes=2 --node_rank=" + std::to_string(node_rank) +
+                                " --master_addr=127.0.0.1 --master_port=" + std::to_string(port) +
+                                " --nproc_per_node=2 --no-python " + kSystemPython + " " + (kData / "read_stdin.py").string() +
+                                "; echo after; cat; }"}};
+  };
+  Launch first(node(0));
+  Launch second(node(1));
+  Outcome zero = first.wait();
+  Outcome one = second.wait();
+  EXPECT_NE(zero.out.find("rank 0 got answer\n"), std::string::npos) << zero.out << zero.err;
+  EXPECT_NE(zero.out.find("rank 1 EOF\n"), std::string::npos) << zero.out;
+  EXPECT_NE(zero.out.find("after\n"), std::string::npos) << zero.out;
+  EXPECT_EQ(zero.out.find("after\nanswer"), std::string::npos) << "node 0 forwarded its stdin:\n" << zero.out;
+  EXPECT_NE(one.out.find("rank 2 EOF\n"), std::string::npos) << one.out << one.err;
+  EXPECT_NE(one.out.find("rank 3 EOF\n"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("after\nanswer\n"), std::string::npos) << "node 1 left its stdin unread:\n" << one.out;
 }
 
 // (h) No orphan after a SIGKILLed ddprun whose workers lead sessions on their ptys.
