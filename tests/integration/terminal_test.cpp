@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <pty.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -99,6 +100,13 @@ class PtyLaunch {
       exited_ = true;
     }
     return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+  /// The terminal is resized, as a user resizes a window (the kernel sends ddprun SIGWINCH).
+  void resize(unsigned short rows, unsigned short columns) {
+    winsize size{};
+    size.ws_row = rows;
+    size.ws_col = columns;
+    ::ioctl(master_, TIOCSWINSZ, &size);
   }
   termios mode() const {
     termios t{};
@@ -201,6 +209,19 @@ TEST(Terminal, WorkersSeeATerminalUnderAPty) {
   EXPECT_NE(launch.output().find("[0]:isatty 0=1 1=1 2=1\n"), std::string::npos) << launch.output();
   EXPECT_NE(launch.output().find("[1]:isatty 0=0 1=1 2=1\n"), std::string::npos) << launch.output();
   EXPECT_NE(launch.output().find("[1]:size 40x120\n"), std::string::npos) << "ddprun's window size, passed on";
+}
+
+// A resized terminal: each worker's pty gets the new size, and the worker a SIGWINCH.
+TEST(Terminal, WindowSizeFollowsTheTerminal) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  PtyLaunch launch({"--standalone", "--nproc_per_node=2", kRankPrefix, "--no-python", kSystemPython,
+                    (kData / "window_size.py").string()});
+  ASSERT_TRUE(launch.wait_for("[0]:size 40x120")) << launch.output();
+  ASSERT_TRUE(launch.wait_for("[1]:size 40x120")) << launch.output();
+  launch.resize(30, 90);
+  EXPECT_TRUE(launch.wait_for("[0]:now 30x90")) << launch.output();
+  EXPECT_TRUE(launch.wait_for("[1]:now 30x90")) << launch.output();
+  EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
 }
 
 TEST(Terminal, WorkersSeePipesWithPtyOff) {
