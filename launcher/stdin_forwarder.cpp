@@ -34,12 +34,13 @@ struct StdinForwarder::Target {
 };
 
 StdinForwarder::StdinForwarder(asio::io_context& io, int source)
-    : io_(io), source_fd_(source), terminal_(source), continued_(io) {}
+    : io_(io), source_fd_(source), terminal_(source), continued_(io), foreground_check_(io) {}
 
 StdinForwarder::~StdinForwarder() {
   terminal_.restore();
   boost::system::error_code ignored;
   continued_.cancel(ignored);
+  foreground_check_.cancel();
   if (source_) source_->close(ignored);
   for (auto& target : targets_) target->out.close(ignored);
   if (saved_ttin_) ::sigaction(SIGTTIN, &*saved_ttin_, nullptr);
@@ -91,16 +92,35 @@ void StdinForwarder::wait_continue() {
   continued_.async_wait([this, life](const boost::system::error_code& ec, int) {
     if (ec || life.expired()) return;
     // Brought back (fg or bg): the terminal mode again if in the foreground; reading resumes.
-    for (const auto& target : targets_) {
-      if (target->pty) {
-        terminal_.enter();
-        break;
-      }
-    }
+    take_terminal();
     background_ = false;
+    foreground_check_.cancel();
     read_more();
     wait_continue();
   });
+}
+
+void StdinForwarder::in_background() {
+  background_ = true;
+  std::weak_ptr<int> life = life_;
+  foreground_check_.expires_after(std::chrono::milliseconds(250));
+  foreground_check_.async_wait([this, life](const boost::system::error_code& ec) {
+    if (ec || life.expired() || !background_) return;
+    if (!in_foreground(source_fd_)) return in_background();
+    background_ = false;
+    take_terminal();
+    read_more();
+  });
+}
+
+void StdinForwarder::take_terminal() {
+  if (!tty_) return;
+  for (const auto& target : targets_) {
+    if (target->pty) {
+      terminal_.enter();  // a no-op in the background: done again once in the foreground
+      return;
+    }
+  }
 }
 
 void StdinForwarder::add_target(pid_t pid, int fd, bool pty) {
@@ -109,7 +129,7 @@ void StdinForwarder::add_target(pid_t pid, int fd, bool pty) {
   held_.clear();
   targets_.push_back(target);
   if (kind_ == Kind::unset) open_source();
-  if (pty && tty_) terminal_.enter();
+  if (pty) take_terminal();
   write_more(target);
   read_more();
 }
@@ -164,10 +184,8 @@ void StdinForwarder::read_more() {
 
 void StdinForwarder::on_readable() {
   if (!has_room()) return;  // the worker went meanwhile: stdin stays unread
-  if (tty_ && !in_foreground(source_fd_)) {
-    background_ = true;  // reading now would stop ddprun: wait for SIGCONT
-    return;
-  }
+  if (tty_ && !in_foreground(source_fd_)) return in_background();  // a read would stop ddprun
+  if (tty_ && !terminal_.entered()) take_terminal();  // in the foreground since the last look
   std::array<char, kReadChunk> buffer{};
   ssize_t n = 0;
   int fd = source_ ? source_->native_handle() : source_fd_;
@@ -180,10 +198,7 @@ void StdinForwarder::on_readable() {
     return read_more();
   }
   if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return read_more();
-  if (n < 0 && errno == EIO && tty_) {
-    background_ = true;  // in the background after all (SIGTTIN ignored): wait for SIGCONT
-    return;
-  }
+  if (n < 0 && errno == EIO && tty_) return in_background();  // after all (SIGTTIN is ignored)
   on_source_end();
 }
 

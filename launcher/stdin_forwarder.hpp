@@ -7,13 +7,16 @@
 /// ahead of the slowest such worker. Its end becomes each worker's end of input: the pty's EOF
 /// character (VEOF, Ctrl-D) for a pty, the pipe's close for a pipe; a worker started later (a
 /// restart) gets the same. A terminal is read only while ddprun is in its foreground: `ddprun &`
-/// is not stopped by SIGTTIN, and it starts reading when brought to the foreground (SIGCONT).
+/// is not stopped by SIGTTIN, and it starts reading when brought to the foreground: at SIGCONT
+/// (`fg` of a stopped job), or at the next look, 4 times a second, while in the background (bash's
+/// `fg` of a running job sends no signal: no event says so).
 /// While a worker's pty takes a terminal's input, the terminal is in TerminalMode.
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <list>
 #include <memory>
 #include <optional>
@@ -53,6 +56,9 @@ class StdinForwarder {
   void drop(const std::shared_ptr<Target>& target);
   bool has_room() const;
   void wait_continue();
+  void in_background();
+  /// The terminal in forwarding mode, when it is one and a worker's pty takes its keys.
+  void take_terminal();
 
   boost::asio::io_context& io_;
   int source_fd_;
@@ -67,6 +73,7 @@ class StdinForwarder {
   std::string held_;  ///< read while no worker took input (between a worker's exit and its restart)
   TerminalMode terminal_;
   boost::asio::signal_set continued_;
+  boost::asio::steady_timer foreground_check_;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);
 };
 

@@ -31,6 +31,7 @@ class TerminalMode {
   /// Puts the terminal in forwarding mode when ddprun is in its foreground (again after a stop and
   /// `fg`: the shell restored its own mode meanwhile). Returns whether the mode is on.
   bool enter();
+  bool entered() const { return entered_; }
   /// Puts back the mode found at the first enter(); a no-op when never entered or in the background.
   void restore();
 
