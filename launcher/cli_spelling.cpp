@@ -72,8 +72,9 @@ NameMatch match_long_name(std::string_view typed, std::span<const LongName> name
   std::vector<std::size_t> owners;
   for (const auto& n : names) {
     if (!n.name.starts_with(typed)) continue;
+    if (std::find(owners.begin(), owners.end(), n.owner) != owners.end()) continue;  // named once
+    owners.push_back(n.owner);
     match.candidates.push_back("--" + std::string(n.name));
-    if (std::find(owners.begin(), owners.end(), n.owner) == owners.end()) owners.push_back(n.owner);
   }
   if (owners.size() == 1) {
     match.kind = NameMatch::Kind::unique;

@@ -17,7 +17,7 @@ namespace ddprun::launcher {
 struct NameMatch {
   enum class Kind { none, unique, ambiguous } kind = Kind::none;
   std::size_t owner = 0;                 ///< the option, when unique
-  std::vector<std::string> candidates;   ///< the matching names (with "--"), when ambiguous
+  std::vector<std::string> candidates;   ///< when ambiguous: per option, its first matching name (with "--")
 };
 
 struct LongName {

@@ -46,7 +46,7 @@ TEST(MatchLongName, ExactWinsUniquePrefixMatchesAmbiguousNamesAll) {
       {"foo_", NameMatch::Kind::unique, 2, {}},
       {"foo-b", NameMatch::Kind::unique, 2, {}},
       {"q", NameMatch::Kind::unique, 3, {}},
-      {"fo", NameMatch::Kind::ambiguous, 0, {"--foo", "--foobar", "--foo_baz", "--foo-baz"}},
+      {"fo", NameMatch::Kind::ambiguous, 0, {"--foo", "--foobar", "--foo_baz"}},  // each option once
       {"x", NameMatch::Kind::none, 0, {}},
       {"", NameMatch::Kind::none, 0, {}},
       {"foobarx", NameMatch::Kind::none, 0, {}},
@@ -111,7 +111,7 @@ TEST(TorchrunHabits, AmbiguousPrefixNamesTheCandidatesLikeArgparse) {
   };
   const std::vector<Row> rows{
       {{"--no", "t.py"}, {"--no-python", "--node-rank"}},        // torchrun: --no_python, --node_rank
-      {{"--rdzv_", "x", "t.py"}, {"--rdzv_backend", "--rdzv_conf"}},
+      {{"--rdzv_", "x", "t.py"}, {"--rdzv_backend", "--rdzv_conf"}},  // in the spelling typed
       {{"--m=1", "t.py"}, {"--master-addr", "--master-port", "--max-restarts", "--module"}},
       {{"--ver", "t.py"}, {"--verbose", "--version"}},
       {{"--lo", "t.py"}, {"--log-dir", "--local-addr"}},
@@ -124,6 +124,10 @@ TEST(TorchrunHabits, AmbiguousPrefixNamesTheCandidatesLikeArgparse) {
         << message;
     for (const auto& name : row.must_name) EXPECT_NE(message.find(name), std::string::npos) << message;
   }
+  EXPECT_EQ(usage_error({"--no", "t.py"}), "--no: ambiguous option: could match --node-rank, --no-python");
+  EXPECT_EQ(usage_error({"--rdzv_", "t.py"}),
+            "--rdzv_: ambiguous option: could match --rdzv_backend, --rdzv_endpoint, --rdzv_id, --rdzv_conf");
+  EXPECT_TRUE(parse({"--no_", "/bin/sh"}).no_python);  // only --no_python starts with "no_"
 }
 
 /// torchrun-anchor (torch 1.13) with `--OPT=` and a script: rc 0 (the default is used) or a refusal.
