@@ -102,6 +102,13 @@ TEST(TorchrunHabits, UniquePrefixesOfLongOptions) {
   // After PROGRAM nothing is ddprun's: a prefix there belongs to the script.
   EXPECT_EQ(parse({"t.py", "--nproc=2"}).program_args, Args{"--nproc=2"});
   EXPECT_THROW(parse({"--h"}), InfoRequested);
+  // A shortened option is the command line's, so it beats PET_*, which beats the default.
+  Environ env = kNoPath;
+  env["PET_NPROC_PER_NODE"] = "4";
+  EXPECT_EQ(parse({"--nproc=2", "t.py"}, env).nproc_per_node, 2);
+  EXPECT_EQ(parse({"t.py"}, env).nproc_per_node, 4);
+  env["PET_NPROC_PER_NODE"] = "";  // empty: unset
+  EXPECT_EQ(parse({"t.py"}, env).nproc_per_node, 1);
 }
 
 TEST(TorchrunHabits, AmbiguousPrefixNamesTheCandidatesLikeArgparse) {
