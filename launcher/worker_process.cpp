@@ -73,7 +73,11 @@ struct ExecPlan {
   if (plan.terminal_fd >= 0) {
     // A session of its own with its pty as controlling terminal, as a login shell has: the process
     // group the agent signals is the session's, and /dev/tty, job control and SIGWINCH work.
-    if (::setsid() < 0 || ::ioctl(plan.terminal_fd, TIOCSCTTY, 0) < 0) ::_exit(127);
+    if (::setsid() < 0 || ::ioctl(plan.terminal_fd, TIOCSCTTY, 0) < 0) {
+      const int error = errno;  // reported as a failed start, like a failed exec
+      [[maybe_unused]] auto n = ::write(plan.error_fd, &error, sizeof error);
+      ::_exit(127);
+    }
   } else {
     ::setpgid(0, 0);  // own process group: the agent signals the worker and all it spawned at once
   }
