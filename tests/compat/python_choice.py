@@ -113,16 +113,17 @@ def main():
     answer = os.path.join(tmp, "answer")
     env = dict(base, VIRTUAL_ENV=venv)
     proc = subprocess.Popen([ddprun, "--master_port", str(free_port()), "live-tool", answer], env=env,
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    seen, deadline = "", time.time() + 30
-    while "waiting for the answer" not in seen and time.time() < deadline and proc.poll() is None:
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    # Raw reads of the pipe: a buffered reader could hold the line select() already reported.
+    seen, deadline = b"", time.time() + 30
+    while b"waiting for the answer" not in seen and time.time() < deadline and proc.poll() is None:
         ready, _, _ = select.select([proc.stdout], [], [], 0.5)
         if ready:
-            seen += proc.stdout.readline()
-    live = "waiting for the answer" in seen and proc.poll() is None
+            seen += os.read(proc.stdout.fileno(), 65536)
+    live = b"waiting for the answer" in seen and proc.poll() is None
     write(answer, "")
     rest, err = proc.communicate(timeout=60)
-    out = seen + rest
+    out, err = (seen + rest).decode(errors="replace"), err.decode(errors="replace")
     check("console script: output arrives while it runs", live and proc.returncode == 0 and "answered" in out,
           out + err)
     check("console script: run by its #! interpreter with -u",
