@@ -98,9 +98,9 @@ TEST(StalledConsole, AWorkerFailureIsActedOnWhileTheConsoleIsStalled) {
   TempDir dir;
   // Rank 0 floods the console; rank 1 fails after 1 s. The failure stops rank 0 and is reported at
   // once; ddprun then waits (responsively) for its console to take the last lines, as a paused
-  // pager would want, and a signal ends that wait.
+  // pager would want, and a signal ends that wait. ("$$$$": ddprun, as torchrun, turns "$$" into "$".)
   PipedDdprun run = start_piped({"--standalone", "--nproc-per-node", "2", "--shutdown-timeout", "2", "sh", "-c",
-                                 "if [ \"$RANK\" = 1 ]; then sleep 1; exit 9; fi; echo $$ > " + dir.str() +
+                                 "if [ \"$RANK\" = 1 ]; then sleep 1; exit 9; fi; echo $$$$ > " + dir.str() +
                                      "/flooder; exec " + test_worker_binary() + " flood 100000000"},
                                 dir);
   ASSERT_TRUE(eventually([&] { return read_file(run.stderr_path).find("exitcode  : 9") != std::string::npos; },
