@@ -133,11 +133,11 @@ class Agent {
   int group_rank_ = 0;
   int group_world_size_ = 1;
   int attempt_ = 0;  ///< the log folder's attempt_<n>: the restart count, or the round (multi-node)
-
-  // Multi-node only.
   /// Workers share the agent store across rounds (static, --worker-store agent): their
   /// TORCHELASTIC_RESTART_COUNT, PyTorch's key prefix, is the round (attempt_), new every round.
   bool attempt_is_round_ = false;
+
+  // Multi-node only.
   std::unique_ptr<NodeMembership> membership_;
   std::optional<boost::asio::ip::tcp::acceptor> probe_acceptor_;  ///< presence port: connects succeed while we live
   std::string bind_host_;                                          ///< wildcard of the advertised address's family
