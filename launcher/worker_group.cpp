@@ -47,7 +47,7 @@ struct WorkerGroup::Stream {
   asio::posix::stream_descriptor pipe;
   StreamRoute route;
   LineSplitter splitter;
-  std::array<char, kReadChunk> buffer{};
+  std::array<char, kReadChunk> buffer;  // not zeroed: 64 KiB of page faults per stream at start, for nothing
   bool is_stderr;
   int live_key;  ///< this stream's line in the console's live region
   bool open = true;
