@@ -4,26 +4,22 @@
 
 #include <csignal>
 
-#include "cli.hpp"
-#include "errors.hpp"
+#include "cli_parse.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
-using Args = std::vector<std::string>;
+using namespace cli_testing;
 
-LaunchConfig parsed(Args args, const Environ& env = {{"PATH", "/nonexistent/ddprun"}}) {
+/// `args` with a program after them.
+LaunchConfig parsed(Args args, const Environ& env = kNoPath) {
   args.push_back("t.py");
-  return parse_command_line(args, env, HostFacts{8, 0});
+  return parse(args, env);
 }
 
 std::string refusal(Args args) {
-  try {
-    parsed(std::move(args));
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
+  args.push_back("t.py");
+  return usage_error(args);
 }
 
 TEST(CliChoices, DefaultsAreTheDropInBehaviour) {

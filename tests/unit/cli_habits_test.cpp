@@ -6,31 +6,13 @@
 
 #include "cli.hpp"
 #include "cli_spelling.hpp"
+#include "cli_parse.hpp"
 #include "errors.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
-using Args = std::vector<std::string>;
-
-const Environ kNoPath{{"PATH", "/nonexistent/ddprun"}};
-
-LaunchConfig parse(Args args, const Environ& env = kNoPath) { return parse_command_line(args, env, HostFacts{8, 0}); }
-
-std::string usage_error(const Args& args, const Environ& env = kNoPath) {
-  try {
-    parse(args, env);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string joined(const Args& args) {
-  std::string s;
-  for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
-  return s;
-}
+using namespace cli_testing;
 
 TEST(MatchLongName, ExactWinsUniquePrefixMatchesAmbiguousNamesAll) {
   const std::vector<LongName> names{{"foo", 0}, {"foobar", 1}, {"foo_baz", 2}, {"foo-baz", 2}, {"qux", 3}};

@@ -6,38 +6,13 @@
 #include <csignal>
 #include <regex>
 
+#include "cli_parse.hpp"
 #include "errors.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
-using Args = std::vector<std::string>;
-
-const HostFacts kCpuHost{8, 0};
-const HostFacts kGpuHost{64, 4};
-
-/// A PATH with nothing on it, so that a bare program name is never found by accident.
-const Environ kNoPath{{"PATH", "/nonexistent/ddprun"}};
-
-LaunchConfig parse(const Args& args, const Environ& env = kNoPath, const HostFacts& host = kCpuHost) {
-  return parse_command_line(args, env, host);
-}
-
-/// The message of the UsageError that parsing `args` must throw ("" when none is thrown).
-std::string usage_error(const Args& args, const Environ& env = kNoPath, const HostFacts& host = kCpuHost) {
-  try {
-    parse_command_line(args, env, host);
-  } catch (const UsageError& e) {
-    return e.what();
-  }
-  return "";
-}
-
-std::string joined(const Args& args) {
-  std::string s;
-  for (const auto& a : args) s += (s.empty() ? "" : " ") + a;
-  return s;
-}
+using namespace cli_testing;
 
 struct Malformed {
   Args args;

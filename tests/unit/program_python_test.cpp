@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "errors.hpp"
+#include "scratch_folder.hpp"
 #include "program.hpp"
 
 namespace ddprun::launcher {
@@ -21,25 +22,16 @@ using Args = std::vector<std::string>;
 class PythonChoiceTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("ddprun_python_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
     for (const char* dir : {"bin", "venv/bin", "conda/bin", "exec", "empty/bin", "tools"}) fs::create_directories(root_ / dir);
     for (const char* file : {"bin/python3", "venv/bin/python", "conda/bin/python", "exec/py"}) {
       write(root_ / file, "#!/bin/sh\n", 0755);
     }
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-  static void write(const fs::path& p, const std::string& text, mode_t mode) {
-    std::ofstream(p) << text;
-    ASSERT_EQ(::chmod(p.c_str(), mode), 0);
-  }
+  void write(const fs::path& p, const std::string& text, mode_t mode) const { scratch_.write(p, text, mode); }
   std::string at(const char* relative) const { return (root_ / relative).string(); }
 
-  fs::path root_;
+  testing_support::ScratchFolder scratch_{"ddprun_python_test"};
+  const fs::path& root_ = scratch_.root();
 };
 
 TEST_F(PythonChoiceTest, DocumentedOrder) {

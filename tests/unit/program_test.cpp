@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "errors.hpp"
+#include "scratch_folder.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -21,9 +22,6 @@ using Args = std::vector<std::string>;
 class ProgramTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("ddprun_program_test_" + std::to_string(::getpid()) + "_" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(root_);
     fs::create_directories(bin());
     fs::create_directories(work() / "folder");
     write(bin() / "python3", "#!/bin/sh\n", 0755);
@@ -31,15 +29,7 @@ class ProgramTest : public ::testing::Test {
     write(work() / "train.py", "print('hi')\n", 0644);
     write(work() / "data.txt", "x\n", 0644);
   }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(root_, ec);
-  }
-
-  static void write(const fs::path& p, const std::string& text, mode_t mode) {
-    std::ofstream(p) << text;
-    ASSERT_EQ(::chmod(p.c_str(), mode), 0);
-  }
+  void write(const fs::path& p, const std::string& text, mode_t mode) const { scratch_.write(p, text, mode); }
   fs::path bin() const { return root_ / "bin"; }
   fs::path work() const { return root_ / "work"; }
   Environ env() const { return {{"PATH", bin().string()}}; }
@@ -64,7 +54,8 @@ class ProgramTest : public ::testing::Test {
     return {};
   }
 
-  fs::path root_;
+  testing_support::ScratchFolder scratch_{"ddprun_program_test"};
+  const fs::path& root_ = scratch_.root();
 };
 
 TEST_F(ProgramTest, PythonScriptRunsUnbufferedWithPython3FromPath) {
