@@ -27,7 +27,8 @@ struct StdinForwarder::Target {
   pid_t pid;
   asio::posix::stream_descriptor out;
   bool pty;
-  std::string queue;
+  std::string queue;    ///< read, not yet handed to a write
+  std::string sending;  ///< the bytes of the write in flight: never touched until it completes
   bool writing = false;
   bool ended = false;          ///< its end of input was sent
   bool line_begun = false;     ///< the last byte sent was not a newline
@@ -155,7 +156,7 @@ void StdinForwarder::drop(const std::shared_ptr<Target>& target) {
 bool StdinForwarder::has_room() const {
   if (targets_.empty()) return false;  // nothing read for nobody: stdin stays the next reader's
   for (const auto& target : targets_) {
-    if (target->queue.size() >= kQueueLimit) return false;
+    if (target->queue.size() + target->sending.size() >= kQueueLimit) return false;
   }
   return true;
 }
@@ -177,6 +178,12 @@ void StdinForwarder::read_more() {
   source_->async_wait(asio::posix::descriptor_base::wait_read, [this, life](const boost::system::error_code& ec) {
     if (life.expired()) return;
     reading_ = false;
+    if (ec == asio::error::operation_not_supported) {
+      // A device epoll cannot watch (/dev/zero, /dev/urandom): Asio took it, but cannot wait for
+      // it. Its reads do not wait either: read it like a file.
+      kind_ = Kind::file;
+      return read_more();
+    }
     if (ec) return on_source_end();
     on_readable();
   });
@@ -217,14 +224,19 @@ void StdinForwarder::on_source_end() {
 
 void StdinForwarder::write_more(const std::shared_ptr<Target>& target) {
   if (target->writing || target->ended) return;
-  if (target->queue.empty()) {
-    if (at_end_) end_input(*target);
-    return;
+  if (target->sending.empty()) {
+    if (target->queue.empty()) {
+      if (at_end_) end_input(*target);
+      return;
+    }
+    // What is read meanwhile is appended to `queue`, which may reallocate: the write in flight
+    // owns a buffer of its own.
+    target->sending.swap(target->queue);
   }
   target->writing = true;
   std::weak_ptr<int> life = life_;
-  target->out.async_write_some(asio::buffer(target->queue), [this, life, target](const boost::system::error_code& ec,
-                                                                                   std::size_t n) {
+  target->out.async_write_some(asio::buffer(target->sending), [this, life, target](const boost::system::error_code& ec,
+                                                                                     std::size_t n) {
     if (life.expired()) return;
     target->writing = false;
     if (ec) {
@@ -232,8 +244,8 @@ void StdinForwarder::write_more(const std::shared_ptr<Target>& target) {
       if (ec != asio::error::operation_aborted) drop(target);
       return;
     }
-    target->line_begun = target->queue[n - 1] != '\n';
-    target->queue.erase(0, n);
+    target->line_begun = target->sending[n - 1] != '\n';
+    target->sending.erase(0, n);
     write_more(target);
     read_more();
   });
