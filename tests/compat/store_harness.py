@@ -182,12 +182,11 @@ class StoreServer:
 def serve_torch(port_file):
     """The --server torch mode: PyTorch's own TCPStore server on a free port, until SIGTERM (exit 0)."""
     import datetime
-    import threading
 
     dist = import_torch_distributed_or_skip()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    # Blocked and taken with sigwait: a handler setting a threading.Event could deadlock against
+    # Event.wait holding the Event's lock in the same (main) thread.
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT])
     # world_size=None and wait_for_workers=False: serve only, never wait for a worker count.
     server = dist.TCPStore(HOST, 0, None, True, datetime.timedelta(seconds=30), wait_for_workers=False)
     tmp = port_file + ".tmp"
@@ -195,8 +194,7 @@ def serve_torch(port_file):
         f.write(f"{server.port}\n")
     os.rename(tmp, port_file)  # atomic: a poller never sees half a number
     print(f"torch TCPStore server on {HOST}:{server.port}", flush=True)
-    while not stop.wait(0.2):
-        pass
+    signal.sigwait([signal.SIGTERM, signal.SIGINT])
     return 0
 
 
