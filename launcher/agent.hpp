@@ -154,10 +154,14 @@ class Agent {
 
   // Terminals (agent_terminal.cpp): a pty per worker, ddprun's stdin forwarded, window size passed on.
   void set_up_terminals();
+  void wait_suspensions();
+  /// SIGSTOP to every worker's process group, ddprun stops itself; once continued, SIGCONT to them.
+  void suspend_job();
   void wait_window_changes();
   WorkerTerminal worker_terminal_ = WorkerTerminal::pipes;
   std::unique_ptr<StdinForwarder> stdin_;  ///< null: --stdin none
   std::optional<boost::asio::signal_set> window_changes_;
+  std::optional<boost::asio::signal_set> suspensions_;  ///< SIGTSTP: pause the job (Ctrl-Z)
   bool pty_warned_ = false;
 
   std::unique_ptr<WorkerGroup> group_;

@@ -318,8 +318,10 @@ void WorkerGroup::signal_running(int signo) {
     if (worker->exited) continue;
     if (signo == SIGKILL) {
       worker->kill_sent = true;
-    } else if (worker->stop_signal_sent == 0 && signo != SIGUSR1 && signo != SIGUSR2) {
-      worker->stop_signal_sent = signo;  // forwarded SIGUSR1/2 do not end a worker, by convention
+    } else if (worker->stop_signal_sent == 0 && signo != SIGUSR1 && signo != SIGUSR2 && signo != SIGSTOP &&
+               signo != SIGCONT) {
+      // Forwarded SIGUSR1/2 do not end a worker, by convention; SIGSTOP/SIGCONT pause it (Ctrl-Z).
+      worker->stop_signal_sent = signo;
     }
     signal_process_group(worker->pid, signo);
   }
