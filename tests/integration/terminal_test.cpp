@@ -424,6 +424,49 @@ TEST(Terminal, BackgroundDdprunIsNotStoppedAndReadsOnceInTheForeground) {
   EXPECT_TRUE(eventually([&] { return !process_alive(pid); })) << tmux.screen();
 }
 
+// Ctrl-Z typed while rank 0 waits for input on its pty: the shell gets the job stopped and its
+// terminal back in its own mode (ddprun had it in -icanon -echo); fg continues the job, which
+// takes the terminal again and forwards the next line.
+TEST(Terminal, CtrlZStopsTheJobAndGivesTheShellItsTerminalBack) {
+  if (std::system("tmux -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed";
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  TempDir tmp;
+  Tmux tmux("env -i PATH=/usr/bin:/bin TERM=xterm PS1='$ ' bash --norc --noprofile -i");
+  ASSERT_TRUE(tmux.wait_for("$")) << tmux.screen();
+  // A copy of its own, so that its processes are told from other tests' by their command line.
+  const std::filesystem::path script = tmp.path() / "read_stdin.py";
+  std::filesystem::copy_file(kData / "read_stdin.py", script);
+  const std::string before = (tmp.path() / "stty_before").string();
+  const std::string after = (tmp.path() / "stty_after").string();
+  tmux.keys("stty -a > " + before + "; TMPDIR=" + tmp.str() + " " + ddprun_binary() +
+                " --standalone --nproc_per_node=2 --no-python " + kSystemPython + " " + script.string(),
+            true);
+  tmux.keys("Enter");
+  ASSERT_TRUE(tmux.wait_for("rank 1 EOF")) << tmux.screen();  // rank 0 waits for its line
+  tmux.keys("C-z");
+  ASSERT_TRUE(tmux.wait_for("Stopped")) << tmux.screen();
+  // Rank 0, still waiting for its line, is paused with ddprun (before, it ran on: Ctrl-Z reached
+  // ddprun alone). Rank 1 has ended already (its stdin is /dev/null).
+  std::vector<char> states;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    if (cmdline.rfind(kSystemPython, 0) != 0 || cmdline.find(script.string()) == std::string::npos) continue;
+    std::string stat = read_file(entry.path() / "stat");
+    if (!stat.empty()) states.push_back(stat.at(stat.rfind(')') + 2));
+  }
+  EXPECT_EQ(states, std::vector<char>{'T'}) << "rank 0's state";
+  tmux.keys("stty -a > " + after, true);
+  tmux.keys("Enter");
+  ASSERT_TRUE(eventually([&] { return !read_file(after).empty(); })) << tmux.screen();
+  EXPECT_EQ(read_file(after), read_file(before)) << "the shell got the terminal back in its own mode";
+  tmux.keys("fg");
+  tmux.keys("Enter");
+  std::this_thread::sleep_for(500ms);
+  tmux.keys("answer", true);
+  tmux.keys("Enter");
+  EXPECT_TRUE(tmux.wait_for("rank 0 got answer")) << tmux.screen();
+}
+
 // Two nodes on loopback, each with "answer" on its stdin: only global rank 0 (on node 0) gets it; node
 // 1 reads nothing of its stdin, which its shell's next command still finds there.
 TEST(Terminal, OnlyTheNodeWithRankZeroForwards) {
