@@ -390,6 +390,16 @@ TEST(Terminal, NoPtyFailsOnAndFallsBackInAuto) {
   EXPECT_NE(out.find("\n1\n"), std::string::npos) << "pipes after all: PYTHONUNBUFFERED=1\n" << out;
 }
 
+/// `fg` in the tmux's shell, then a line typed for rank 0 (read_stdin.py), which must say it got it.
+void bring_back_and_answer(const Tmux& tmux) {
+  tmux.keys("fg");
+  tmux.keys("Enter");
+  std::this_thread::sleep_for(500ms);
+  tmux.keys("answer", true);
+  tmux.keys("Enter");
+  EXPECT_TRUE(tmux.wait_for("rank 0 got answer")) << tmux.screen();
+}
+
 // `ddprun ... &` from an interactive shell, rank 0 waiting for input: ddprun is not stopped by
 // SIGTTIN (it does not read the terminal from the background); brought back with fg, it forwards.
 TEST(Terminal, BackgroundDdprunIsNotStoppedAndReadsOnceInTheForeground) {
@@ -415,12 +425,7 @@ TEST(Terminal, BackgroundDdprunIsNotStoppedAndReadsOnceInTheForeground) {
   tmux.keys("true", true);
   tmux.keys("Enter");
   std::this_thread::sleep_for(500ms);
-  tmux.keys("fg");
-  tmux.keys("Enter");
-  std::this_thread::sleep_for(500ms);
-  tmux.keys("answer", true);
-  tmux.keys("Enter");
-  EXPECT_TRUE(tmux.wait_for("rank 0 got answer")) << tmux.screen();
+  bring_back_and_answer(tmux);
   EXPECT_TRUE(eventually([&] { return !process_alive(pid); })) << tmux.screen();
 }
 
@@ -459,12 +464,7 @@ TEST(Terminal, CtrlZStopsTheJobAndGivesTheShellItsTerminalBack) {
   tmux.keys("Enter");
   ASSERT_TRUE(eventually([&] { return !read_file(after).empty(); })) << tmux.screen();
   EXPECT_EQ(read_file(after), read_file(before)) << "the shell got the terminal back in its own mode";
-  tmux.keys("fg");
-  tmux.keys("Enter");
-  std::this_thread::sleep_for(500ms);
-  tmux.keys("answer", true);
-  tmux.keys("Enter");
-  EXPECT_TRUE(tmux.wait_for("rank 0 got answer")) << tmux.screen();
+  bring_back_and_answer(tmux);
 }
 
 // Two nodes on loopback, each with "answer" on its stdin: only global rank 0 (on node 0) gets it; node
