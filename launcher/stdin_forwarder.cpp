@@ -126,8 +126,6 @@ void StdinForwarder::take_terminal() {
 
 void StdinForwarder::add_target(pid_t pid, int fd, bool pty) {
   auto target = std::make_shared<Target>(io_, pid, fd, pty);
-  target->queue = std::move(held_);
-  held_.clear();
   targets_.push_back(target);
   if (kind_ == Kind::unset) open_source();
   if (pty) take_terminal();

@@ -70,7 +70,6 @@ class StdinForwarder {
   bool at_end_ = false;
   std::optional<struct sigaction> saved_ttin_;
   std::list<std::shared_ptr<Target>> targets_;
-  std::string held_;  ///< read while no worker took input (between a worker's exit and its restart)
   TerminalMode terminal_;
   boost::asio::signal_set continued_;
   boost::asio::steady_timer foreground_check_;
