@@ -119,10 +119,6 @@ std::string random_decimal_run_id() {
 // ---------------------------------------------------------------------------------------------
 // The command line itself.
 
-bool looks_like_option(std::string_view arg) {
-  return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1])) && arg[1] != '.';
-}
-
 /// CLI11 takes the next argument as a value even when it is another option. argparse refuses
 /// that; so does ddprun: it is a typo that would otherwise swallow PROGRAM or a flag. `args` are
 /// spelled out (spell_out_options: `--opt=` is already `--opt ""`); `consumed` = the arguments

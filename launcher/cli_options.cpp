@@ -77,15 +77,21 @@ std::string pet_name(const OptionSpec& spec) {
   return pet;
 }
 
+std::string underscored_name(const OptionSpec& spec) {
+  std::string underscored(spec.name);
+  std::replace(underscored.begin(), underscored.end(), '-', '_');
+  return underscored;
+}
+
+bool looks_like_option(std::string_view arg) {
+  return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1])) && arg[1] != '.';
+}
+
 std::string cli11_names(const OptionSpec& spec) {
   std::string names;
   if (spec.short_name != 0) names = std::string("-") + spec.short_name + ",";
   names += dash_name(spec);
-  if (spec.name.find('-') != std::string_view::npos) {
-    std::string underscored(spec.name);
-    std::replace(underscored.begin(), underscored.end(), '-', '_');
-    names += ",--" + underscored;
-  }
+  if (spec.name.find('-') != std::string_view::npos) names += ",--" + underscored_name(spec);
   return names;
 }
 

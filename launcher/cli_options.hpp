@@ -34,6 +34,13 @@ std::string dash_name(const OptionSpec& spec);
 /// "PET_NPROC_PER_NODE": the environment variable that sets the option.
 std::string pet_name(const OptionSpec& spec);
 
+/// "nproc_per_node": the '_' spelling of the long name (the same as the name when it has no '-').
+std::string underscored_name(const OptionSpec& spec);
+
+/// An argument that reads as an option rather than a value or PROGRAM: "-x", "--x"; not "-",
+/// "-1", "-.5" (negative numbers are values).
+bool looks_like_option(std::string_view arg);
+
 /// CLI11's name list: "-m,--module", "--nproc-per-node,--nproc_per_node".
 std::string cli11_names(const OptionSpec& spec);
 

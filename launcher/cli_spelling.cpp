@@ -1,7 +1,6 @@
 #include "cli_spelling.hpp"
 
 #include <algorithm>
-#include <cctype>
 
 #include "cli_options.hpp"
 #include "errors.hpp"
@@ -27,11 +26,7 @@ const Spellings& spellings() {
     for (std::size_t i = 0; i < table.size(); ++i) {
       s.names.push_back({table[i].name, i});
       s.full.push_back(dash_name(table[i]));
-      if (table[i].name.find('-') != std::string_view::npos) {
-        std::string underscored(table[i].name);
-        std::replace(underscored.begin(), underscored.end(), '-', '_');
-        s.storage.push_back(std::move(underscored));
-      }
+      if (table[i].name.find('-') != std::string_view::npos) s.storage.push_back(underscored_name(table[i]));
     }
     // Second pass: `storage` no longer reallocates, so views into it stay valid.
     std::size_t k = 0;
@@ -51,10 +46,6 @@ const Spellings& spellings() {
 bool owner_is_flag(std::size_t owner) {
   auto table = option_table();
   return owner >= table.size() || is_flag(table[owner]);
-}
-
-bool looks_like_option(std::string_view arg) {
-  return arg.size() > 1 && arg[0] == '-' && !std::isdigit(static_cast<unsigned char>(arg[1])) && arg[1] != '.';
 }
 
 }  // namespace
