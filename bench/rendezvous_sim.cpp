@@ -30,12 +30,12 @@
 #include <string_view>
 #include <vector>
 
-#include "open_file_limit.hpp"
-#include "rendezvous_settings.hpp"
-#include "round_protocol.hpp"
-#include "round_record.hpp"
-#include "store_client.hpp"
-#include "store_server.hpp"
+#include "rendezvous/open_file_limit.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
+#include "rendezvous/round_protocol.hpp"
+#include "rendezvous/round_record.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/store_server.hpp"
 
 namespace rdzv = ddprun::rendezvous;
 using Clock = std::chrono::steady_clock;

@@ -35,7 +35,7 @@
 #include <thread>
 #include <vector>
 
-#include "wire.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace wire = ddprun::rendezvous::wire;
 using Clock = std::chrono::steady_clock;

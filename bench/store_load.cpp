@@ -49,7 +49,7 @@
 #include <thread>
 #include <vector>
 
-#include "wire.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace wire = ddprun::rendezvous::wire;
 

@@ -1,4 +1,4 @@
-#include "agent.hpp"
+#include "launcher/agent.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,22 +10,22 @@
 #include <cstring>
 #include <utility>
 
-#include "agent_support.hpp"
-#include "console.hpp"
-#include "error_file.hpp"
-#include "failure_rule.hpp"
-#include "forward_rule.hpp"
-#include "endpoint.hpp"
-#include "verbose.hpp"
-#include "errors.hpp"
-#include "output_plan.hpp"
-#include "auth.hpp"
-#include "open_file_limit.hpp"
-#include "reaper.hpp"
-#include "store_error.hpp"
-#include "signal_names.hpp"
-#include "terminal_window.hpp"
-#include "worker_env.hpp"
+#include "launcher/agent_support.hpp"
+#include "launcher/console.hpp"
+#include "launcher/error_file.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/failure_rule.hpp"
+#include "launcher/forward_rule.hpp"
+#include "launcher/output_plan.hpp"
+#include "launcher/reaper.hpp"
+#include "launcher/signal_names.hpp"
+#include "launcher/terminal_window.hpp"
+#include "launcher/verbose.hpp"
+#include "launcher/worker_env.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/endpoint.hpp"
+#include "rendezvous/open_file_limit.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace asio = boost::asio;
 

@@ -16,22 +16,22 @@
 #include <string>
 #include <vector>
 
-#include "console_output.hpp"
-#include "environ.hpp"
-#include "failure_summary.hpp"
-#include "guardian.hpp"
-#include "job_cgroup.hpp"
-#include "launch_config.hpp"
-#include "node_membership.hpp"
-#include "oom_watch.hpp"
-#include "port_reservation.hpp"
-#include "program.hpp"
-#include "run_logs.hpp"
-#include "signal_origin.hpp"
-#include "stdin_forwarder.hpp"
-#include "store_server.hpp"
-#include "unique_fd.hpp"
-#include "worker_group.hpp"
+#include "launcher/console_output.hpp"
+#include "launcher/environ.hpp"
+#include "launcher/failure_summary.hpp"
+#include "launcher/guardian.hpp"
+#include "launcher/job_cgroup.hpp"
+#include "launcher/launch_config.hpp"
+#include "launcher/node_membership.hpp"
+#include "launcher/oom_watch.hpp"
+#include "launcher/port_reservation.hpp"
+#include "launcher/program.hpp"
+#include "launcher/run_logs.hpp"
+#include "launcher/signal_origin.hpp"
+#include "launcher/stdin_forwarder.hpp"
+#include "launcher/unique_fd.hpp"
+#include "launcher/worker_group.hpp"
+#include "rendezvous/store_server.hpp"
 
 namespace ddprun::launcher {
 

@@ -6,15 +6,15 @@
 #include <boost/asio/post.hpp>
 #include <random>
 
-#include "agent.hpp"
-#include "agent_support.hpp"
-#include "auth.hpp"
-#include "errors.hpp"
-#include "job_shape.hpp"
-#include "join_progress.hpp"
-#include "open_file_limit.hpp"
-#include "round_keys.hpp"
-#include "store_error.hpp"
+#include "launcher/agent.hpp"
+#include "launcher/agent_support.hpp"
+#include "launcher/errors.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/job_shape.hpp"
+#include "rendezvous/join_progress.hpp"
+#include "rendezvous/open_file_limit.hpp"
+#include "rendezvous/round_keys.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <string>
 
-#include "console_output.hpp"
-#include "launch_config.hpp"
-#include "signal_names.hpp"
+#include "launcher/console_output.hpp"
+#include "launcher/launch_config.hpp"
+#include "launcher/signal_names.hpp"
 
 namespace ddprun::launcher {
 

@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "agent.hpp"
-#include "terminal_window.hpp"
+#include "launcher/agent.hpp"
+#include "launcher/terminal_window.hpp"
 
 namespace ddprun::launcher {
 

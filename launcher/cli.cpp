@@ -1,4 +1,4 @@
-#include "cli.hpp"
+#include "launcher/cli.hpp"
 
 #include <sched.h>
 #include <unistd.h>
@@ -12,11 +12,11 @@
 #include <optional>
 #include <random>
 
-#include "cli_options.hpp"
-#include "cli_spelling.hpp"
-#include "devices.hpp"
-#include "errors.hpp"
-#include "program.hpp"
+#include "launcher/cli_options.hpp"
+#include "launcher/cli_spelling.hpp"
+#include "launcher/devices.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/program.hpp"
 
 #ifndef DDPRUN_VERSION
 #define DDPRUN_VERSION "0.1.0"  // keep in step with project() in the top CMakeLists.txt

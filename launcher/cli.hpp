@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "cli_values.hpp"  // Endpoint, parse_endpoint, quote_for_message: part of this interface
-#include "devices.hpp"
-#include "environ.hpp"
-#include "launch_config.hpp"
+#include "launcher/cli_values.hpp"  // Endpoint, parse_endpoint, quote_for_message: part of this interface
+#include "launcher/devices.hpp"
+#include "launcher/environ.hpp"
+#include "launcher/launch_config.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "cli_options.hpp"
+#include "launcher/cli_options.hpp"
 
 #include <algorithm>
 #include <array>

@@ -1,9 +1,9 @@
-#include "cli_spelling.hpp"
+#include "launcher/cli_spelling.hpp"
 
 #include <algorithm>
 
-#include "cli_options.hpp"
-#include "errors.hpp"
+#include "launcher/cli_options.hpp"
+#include "launcher/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

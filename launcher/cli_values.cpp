@@ -1,4 +1,4 @@
-#include "cli_values.hpp"
+#include "launcher/cli_values.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,10 +7,10 @@
 #include <csignal>
 #include <cstdio>
 
-#include "cli.hpp"
-#include "errors.hpp"
-#include "text.hpp"
-#include "signal_names.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/signal_names.hpp"
+#include "launcher/text.hpp"
 
 namespace ddprun::launcher {
 std::string quote_for_message(std::string_view value) {

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "endpoint.hpp"
-#include "launch_config.hpp"
+#include "launcher/launch_config.hpp"
+#include "rendezvous/endpoint.hpp"
 
 namespace ddprun::launcher {
 

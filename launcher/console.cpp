@@ -1,4 +1,4 @@
-#include "console.hpp"
+#include "launcher/console.hpp"
 
 #include <poll.h>
 #include <unistd.h>

@@ -4,7 +4,7 @@
 #include <string>
 #include <string_view>
 
-#include "environ.hpp"
+#include "launcher/environ.hpp"
 
 namespace ddprun::launcher {
 

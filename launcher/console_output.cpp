@@ -1,11 +1,11 @@
-#include "console_output.hpp"
+#include "launcher/console_output.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <memory>
 
-#include "console.hpp"
+#include "launcher/console.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -6,7 +6,7 @@
 #include <memory>
 #include <string_view>
 
-#include "console_writer.hpp"
+#include "launcher/console_writer.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "console_writer.hpp"
+#include "launcher/console_writer.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>
@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "live_region.hpp"
+#include "launcher/live_region.hpp"
 
 namespace asio = boost::asio;
 

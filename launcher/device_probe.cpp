@@ -1,4 +1,4 @@
-#include "device_probe.hpp"
+#include "launcher/device_probe.hpp"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -14,7 +14,7 @@
 #include <sstream>
 #include <system_error>
 
-#include "unique_fd.hpp"
+#include "launcher/unique_fd.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "devices.hpp"
+#include "launcher/devices.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,8 +7,8 @@
 #include <set>
 #include <string_view>
 
-#include "errors.hpp"
-#include "text.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/text.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "device_probe.hpp"
-#include "environ.hpp"
+#include "launcher/device_probe.hpp"
+#include "launcher/environ.hpp"
 
 namespace ddprun::launcher {
 

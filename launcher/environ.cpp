@@ -1,4 +1,4 @@
-#include "environ.hpp"
+#include "launcher/environ.hpp"
 
 extern char** environ;
 

@@ -1,4 +1,4 @@
-#include "error_file.hpp"
+#include "launcher/error_file.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -10,7 +10,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
-#include "unique_fd.hpp"
+#include "launcher/unique_fd.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "failure_summary.hpp"
+#include "launcher/failure_summary.hpp"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,8 @@
 #include <tuple>
 #include <vector>
 
-#include "signal_names.hpp"
-#include "terminal_safe.hpp"
+#include "launcher/signal_names.hpp"
+#include "launcher/terminal_safe.hpp"
 
 namespace ddprun::launcher {
 namespace {

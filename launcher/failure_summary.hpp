@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "error_file.hpp"
+#include "launcher/error_file.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "forward_rule.hpp"
+#include "launcher/forward_rule.hpp"
 
 namespace ddprun::launcher {
 

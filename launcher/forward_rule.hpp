@@ -10,7 +10,7 @@
 /// not, and need it passed on.
 #include <string_view>
 
-#include "signal_origin.hpp"
+#include "launcher/signal_origin.hpp"
 
 namespace ddprun::launcher {
 

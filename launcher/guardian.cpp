@@ -1,4 +1,4 @@
-#include "guardian.hpp"
+#include "launcher/guardian.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -15,8 +15,8 @@
 #include <set>
 #include <string_view>
 
-#include "job_cgroup.hpp"
-#include "safe_kill.hpp"
+#include "launcher/job_cgroup.hpp"
+#include "launcher/safe_kill.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "job_cgroup.hpp"
+#include "launcher/job_cgroup.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "safe_kill.hpp"
+#include "launcher/safe_kill.hpp"
 
 namespace ddprun::launcher {
 namespace {

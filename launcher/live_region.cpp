@@ -1,4 +1,4 @@
-#include "live_region.hpp"
+#include "launcher/live_region.hpp"
 
 namespace ddprun::launcher {
 

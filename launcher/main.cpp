@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "agent.hpp"
-#include "cli.hpp"
-#include "console.hpp"
-#include "devices.hpp"
-#include "errors.hpp"
-#include "program.hpp"
+#include "launcher/agent.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/console.hpp"
+#include "launcher/devices.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/program.hpp"
 
 using namespace ddprun::launcher;
 

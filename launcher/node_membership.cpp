@@ -1,12 +1,12 @@
-#include "node_membership.hpp"
+#include "launcher/node_membership.hpp"
 
 #include <boost/asio/post.hpp>
 
-#include "deadline_socket.hpp"  // describe_duration
-#include "peer_probe.hpp"
-#include "rendezvous_error.hpp"
-#include "round_keys.hpp"
-#include "store_error.hpp"
+#include "rendezvous/deadline_socket.hpp"  // describe_duration
+#include "rendezvous/peer_probe.hpp"
+#include "rendezvous/rendezvous_error.hpp"
+#include "rendezvous/round_keys.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace asio = boost::asio;
 using std::chrono::milliseconds;

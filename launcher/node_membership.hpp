@@ -24,14 +24,14 @@
 #include <string>
 #include <thread>
 
-#include "endpoint.hpp"
-#include "heartbeat_tracker.hpp"
-#include "join_progress.hpp"
-#include "rendezvous_settings.hpp"
-#include "round_protocol.hpp"
-#include "round_record.hpp"
-#include "stall_watch.hpp"
-#include "store_client.hpp"
+#include "rendezvous/endpoint.hpp"
+#include "rendezvous/heartbeat_tracker.hpp"
+#include "rendezvous/join_progress.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
+#include "rendezvous/round_protocol.hpp"
+#include "rendezvous/round_record.hpp"
+#include "rendezvous/stall_watch.hpp"
+#include "rendezvous/store_client.hpp"
 
 namespace ddprun::launcher {
 

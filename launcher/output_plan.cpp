@@ -1,4 +1,4 @@
-#include "output_plan.hpp"
+#include "launcher/output_plan.hpp"
 
 namespace ddprun::launcher {
 namespace {

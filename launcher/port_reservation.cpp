@@ -1,9 +1,9 @@
-#include "port_reservation.hpp"
+#include "launcher/port_reservation.hpp"
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/system/error_code.hpp>
 
-#include "errors.hpp"
+#include "launcher/errors.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

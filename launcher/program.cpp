@@ -1,4 +1,4 @@
-#include "program.hpp"
+#include "launcher/program.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -10,8 +10,8 @@
 #include <string_view>
 #include <system_error>
 
-#include "cli.hpp"
-#include "errors.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -6,8 +6,8 @@
 #include <string_view>
 #include <vector>
 
-#include "environ.hpp"
-#include "launch_config.hpp"
+#include "launcher/environ.hpp"
+#include "launcher/launch_config.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "reaper.hpp"
+#include "launcher/reaper.hpp"
 
 #include <dirent.h>
 #include <signal.h>
@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "safe_kill.hpp"
+#include "launcher/safe_kill.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "run_logs.hpp"
+#include "launcher/run_logs.hpp"
 
 #include <unistd.h>
 
@@ -8,7 +8,7 @@
 #include <random>
 #include <system_error>
 
-#include "errors.hpp"
+#include "launcher/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "safe_kill.hpp"
+#include "launcher/safe_kill.hpp"
 
 #include <signal.h>
 

@@ -1,4 +1,4 @@
-#include "signal_names.hpp"
+#include "launcher/signal_names.hpp"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-#include "signal_origin.hpp"
+#include "launcher/signal_origin.hpp"
 
 #include <fcntl.h>
 #include <unistd.h>

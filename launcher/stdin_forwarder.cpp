@@ -1,4 +1,4 @@
-#include "stdin_forwarder.hpp"
+#include "launcher/stdin_forwarder.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

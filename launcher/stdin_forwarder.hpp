@@ -23,7 +23,7 @@
 #include <string>
 #include <string_view>
 
-#include "terminal_mode.hpp"
+#include "launcher/terminal_mode.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "terminal_mode.hpp"
+#include "launcher/terminal_mode.hpp"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "terminal_safe.hpp"
+#include "launcher/terminal_safe.hpp"
 
 #include <vector>
 

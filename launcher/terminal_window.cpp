@@ -1,4 +1,4 @@
-#include "terminal_window.hpp"
+#include "launcher/terminal_window.hpp"
 
 #include <unistd.h>
 

@@ -1,11 +1,11 @@
-#include "verbose.hpp"
+#include "launcher/verbose.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
 #include <string_view>
 
-#include "signal_names.hpp"
+#include "launcher/signal_names.hpp"
 
 namespace ddprun::launcher {
 namespace {

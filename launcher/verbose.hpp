@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "launch_config.hpp"
+#include "launcher/launch_config.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "worker_env.hpp"
+#include "launcher/worker_env.hpp"
 
 namespace ddprun::launcher {
 

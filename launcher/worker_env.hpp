@@ -1,8 +1,8 @@
 #pragma once
 /// The environment of one worker: the launcher's own, plus the torchrun variables of the contract's
 /// section 2. Pure: a function of values, tested without processes.
-#include "environ.hpp"
-#include "worker_spec.hpp"
+#include "launcher/environ.hpp"
+#include "launcher/worker_spec.hpp"
 
 namespace ddprun::launcher {
 

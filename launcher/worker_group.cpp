@@ -1,4 +1,4 @@
-#include "worker_group.hpp"
+#include "launcher/worker_group.hpp"
 
 #include <signal.h>
 #include <sys/ioctl.h>
@@ -10,11 +10,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "console_writer.hpp"
-#include "errors.hpp"
-#include "live_region.hpp"
-#include "safe_kill.hpp"
-#include "worker_process.hpp"
+#include "launcher/console_writer.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/live_region.hpp"
+#include "launcher/safe_kill.hpp"
+#include "launcher/worker_process.hpp"
 
 namespace asio = boost::asio;
 

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "environ.hpp"
-#include "line_splitter.hpp"
-#include "output_route.hpp"
-#include "stderr_tail.hpp"
-#include "worker_process.hpp"
-#include "worker_spec.hpp"
+#include "launcher/environ.hpp"
+#include "launcher/line_splitter.hpp"
+#include "launcher/output_route.hpp"
+#include "launcher/stderr_tail.hpp"
+#include "launcher/worker_process.hpp"
+#include "launcher/worker_spec.hpp"
 
 namespace ddprun::launcher {
 

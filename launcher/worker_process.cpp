@@ -1,4 +1,4 @@
-#include "worker_process.hpp"
+#include "launcher/worker_process.hpp"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
@@ -19,9 +19,9 @@
 #include <system_error>
 #include <vector>
 
-#include "errors.hpp"
-#include "unique_fd.hpp"
-#include "worker_pty.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/unique_fd.hpp"
+#include "launcher/worker_pty.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "environ.hpp"
-#include "worker_spec.hpp"
+#include "launcher/environ.hpp"
+#include "launcher/worker_spec.hpp"
 
 namespace ddprun::launcher {
 

@@ -1,4 +1,4 @@
-#include "worker_pty.hpp"
+#include "launcher/worker_pty.hpp"
 
 #include <fcntl.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
 #include <optional>
 #include <string>
 
-#include "unique_fd.hpp"
+#include "launcher/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

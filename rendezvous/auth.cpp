@@ -1,4 +1,4 @@
-#include "auth.hpp"
+#include "rendezvous/auth.hpp"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -12,7 +12,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "store_error.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace ddprun::rendezvous::auth {
 namespace {

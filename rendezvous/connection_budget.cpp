@@ -1,9 +1,9 @@
-#include "connection_budget.hpp"
+#include "rendezvous/connection_budget.hpp"
 
 #include <algorithm>
 #include <cstdint>
 
-#include "auth.hpp"
+#include "rendezvous/auth.hpp"
 
 namespace ddprun::rendezvous {
 namespace {

@@ -6,8 +6,8 @@
 /// a byte of its 3.2 GB reply exists).
 #include <cstddef>
 
-#include "key_space.hpp"
-#include "wire.hpp"
+#include "rendezvous/key_space.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace ddprun::rendezvous {
 

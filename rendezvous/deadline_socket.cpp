@@ -1,4 +1,4 @@
-#include "deadline_socket.hpp"
+#include "rendezvous/deadline_socket.hpp"
 
 #include <sys/socket.h>
 

@@ -1,4 +1,4 @@
-#include "endpoint.hpp"
+#include "rendezvous/endpoint.hpp"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

@@ -1,4 +1,4 @@
-#include "heartbeat_tracker.hpp"
+#include "rendezvous/heartbeat_tracker.hpp"
 
 #include <algorithm>
 

@@ -1,9 +1,9 @@
-#include "job_shape.hpp"
+#include "rendezvous/job_shape.hpp"
 
 #include <nlohmann/json.hpp>
 #include <vector>
 
-#include "rendezvous_error.hpp"
+#include "rendezvous/rendezvous_error.hpp"
 
 using nlohmann::json;
 

@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "rendezvous_settings.hpp"
-#include "round_record.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
+#include "rendezvous/round_record.hpp"
 
 namespace ddprun::rendezvous {
 

@@ -1,4 +1,4 @@
-#include "join_progress.hpp"
+#include "rendezvous/join_progress.hpp"
 
 namespace ddprun::rendezvous {
 namespace {

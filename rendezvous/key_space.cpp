@@ -1,4 +1,4 @@
-#include "key_space.hpp"
+#include "rendezvous/key_space.hpp"
 
 #include <charconv>
 #include <cstdint>

@@ -14,7 +14,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "wire.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace ddprun::rendezvous {
 

@@ -1,4 +1,4 @@
-#include "open_file_limit.hpp"
+#include "rendezvous/open_file_limit.hpp"
 
 #include <sys/resource.h>
 

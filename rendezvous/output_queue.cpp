@@ -1,4 +1,4 @@
-#include "output_queue.hpp"
+#include "rendezvous/output_queue.hpp"
 
 namespace ddprun::rendezvous {
 

@@ -1,4 +1,4 @@
-#include "peer_probe.hpp"
+#include "rendezvous/peer_probe.hpp"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

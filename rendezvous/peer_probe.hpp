@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "endpoint.hpp"
+#include "rendezvous/endpoint.hpp"
 
 namespace ddprun::rendezvous {
 

@@ -1,4 +1,4 @@
-#include "rendezvous_settings.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
 
 #include <algorithm>
 #include <cctype>

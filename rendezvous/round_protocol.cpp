@@ -1,10 +1,10 @@
-#include "round_protocol.hpp"
+#include "rendezvous/round_protocol.hpp"
 
 #include <algorithm>
 #include <charconv>
 #include <set>
 
-#include "deadline_socket.hpp"  // describe_duration
+#include "rendezvous/deadline_socket.hpp"  // describe_duration
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

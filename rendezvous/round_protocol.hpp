@@ -27,13 +27,13 @@
 #include <string>
 #include <vector>
 
-#include "job_shape.hpp"
-#include "join_progress.hpp"
-#include "rendezvous_error.hpp"
-#include "rendezvous_settings.hpp"
-#include "round_keys.hpp"
-#include "round_record.hpp"
-#include "store_client.hpp"
+#include "rendezvous/job_shape.hpp"
+#include "rendezvous/join_progress.hpp"
+#include "rendezvous/rendezvous_error.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
+#include "rendezvous/round_keys.hpp"
+#include "rendezvous/round_record.hpp"
+#include "rendezvous/store_client.hpp"
 
 namespace ddprun::rendezvous {
 

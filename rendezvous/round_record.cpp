@@ -1,11 +1,11 @@
-#include "round_record.hpp"
+#include "rendezvous/round_record.hpp"
 
 #include <algorithm>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <numeric>
 
-#include "rendezvous_error.hpp"
+#include "rendezvous/rendezvous_error.hpp"
 
 using nlohmann::json;
 

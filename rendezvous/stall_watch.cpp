@@ -1,8 +1,8 @@
-#include "stall_watch.hpp"
+#include "rendezvous/stall_watch.hpp"
 
 #include <algorithm>
 
-#include "deadline_socket.hpp"  // describe_duration
+#include "rendezvous/deadline_socket.hpp"  // describe_duration
 
 namespace ddprun::rendezvous {
 

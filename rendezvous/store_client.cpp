@@ -1,4 +1,4 @@
-#include "store_client.hpp"
+#include "rendezvous/store_client.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -8,8 +8,8 @@
 #include <stdexcept>
 #include <thread>
 
-#include "auth.hpp"
-#include "deadline_socket.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/deadline_socket.hpp"
 
 using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;

@@ -26,8 +26,8 @@
 #include <string_view>
 #include <vector>
 
-#include "store_error.hpp"
-#include "wire.hpp"
+#include "rendezvous/store_error.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace ddprun::rendezvous {
 

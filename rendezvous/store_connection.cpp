@@ -1,9 +1,9 @@
-#include "store_connection.hpp"
+#include "rendezvous/store_connection.hpp"
 
 #include <algorithm>
 #include <boost/asio/write.hpp>
 
-#include "auth.hpp"
+#include "rendezvous/auth.hpp"
 
 namespace asio = boost::asio;
 

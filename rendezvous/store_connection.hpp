@@ -17,10 +17,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "connection_budget.hpp"
-#include "key_space.hpp"
-#include "output_queue.hpp"
-#include "wire.hpp"
+#include "rendezvous/connection_budget.hpp"
+#include "rendezvous/key_space.hpp"
+#include "rendezvous/output_queue.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace ddprun::rendezvous {
 

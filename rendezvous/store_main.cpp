@@ -10,10 +10,10 @@
 #include <fstream>
 #include <iostream>
 
-#include "auth.hpp"
-#include "open_file_limit.hpp"
-#include "store_error.hpp"
-#include "store_server.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/open_file_limit.hpp"
+#include "rendezvous/store_error.hpp"
+#include "rendezvous/store_server.hpp"
 
 using namespace ddprun::rendezvous;
 

@@ -1,4 +1,4 @@
-#include "store_server.hpp"
+#include "rendezvous/store_server.hpp"
 
 #include <sys/socket.h>
 
@@ -11,8 +11,8 @@
 #include <future>
 #include <thread>
 
-#include "store_connection.hpp"
-#include "store_error.hpp"
+#include "rendezvous/store_connection.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "wire.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace ddprun::rendezvous {
 

@@ -1,4 +1,4 @@
-#include "wire.hpp"
+#include "rendezvous/wire.hpp"
 
 #include <array>
 #include <stdexcept>

@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "store_client.hpp"
-#include "store_server.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/store_server.hpp"
 
 using namespace ddprun::rendezvous;
 

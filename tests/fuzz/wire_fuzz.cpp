@@ -7,7 +7,7 @@
 //   - need_more => need_at_least is past the input; invalid => an error message
 //   - encode(decode(x)) is byte-for-byte the consumed prefix of x, and decodes to the same request
 //   - every proper prefix of a complete request decodes to need_more (checked at two cut points)
-#include "wire.hpp"
+#include "rendezvous/wire.hpp"
 
 #include <algorithm>
 #include <cstdio>

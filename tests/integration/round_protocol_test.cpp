@@ -7,9 +7,9 @@
 #include <future>
 #include <thread>
 
-#include "round_keys.hpp"
-#include "round_protocol.hpp"
-#include "store_server.hpp"
+#include "rendezvous/round_keys.hpp"
+#include "rendezvous/round_protocol.hpp"
+#include "rendezvous/store_server.hpp"
 
 using namespace ddprun::rendezvous;
 using namespace std::chrono_literals;

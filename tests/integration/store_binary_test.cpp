@@ -7,8 +7,8 @@
 #include <thread>
 
 #include "harness.hpp"
-#include "store_client.hpp"
-#include "store_error.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/store_error.hpp"
 
 using namespace ddprun::testing;
 using namespace ddprun::rendezvous;

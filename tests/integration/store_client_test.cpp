@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "store_client.hpp"
-#include "store_server.hpp"
-#include "wire.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/store_server.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace ddprun::rendezvous {
 namespace {

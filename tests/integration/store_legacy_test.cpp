@@ -14,9 +14,9 @@
 #include <vector>
 
 #include "harness.hpp"
-#include "store_client.hpp"
-#include "store_error.hpp"
-#include "store_server.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/store_error.hpp"
+#include "rendezvous/store_server.hpp"
 
 namespace ddprun::rendezvous {
 namespace {

@@ -19,9 +19,9 @@
 #include <thread>
 
 #include "harness.hpp"
-#include "key_space.hpp"
-#include "store_client.hpp"
-#include "wire.hpp"
+#include "rendezvous/key_space.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

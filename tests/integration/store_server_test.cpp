@@ -8,9 +8,9 @@
 #include <chrono>
 #include <thread>
 
-#include "store_client.hpp"
-#include "store_server.hpp"
-#include "wire.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/store_server.hpp"
+#include "rendezvous/wire.hpp"
 
 namespace asio = boost::asio;
 using asio::ip::tcp;

@@ -10,8 +10,8 @@
 #include "../support/free_port.hpp"
 #include "harness.hpp"
 #include "multinode_support.hpp"
-#include "round_keys.hpp"
-#include "store_client.hpp"
+#include "rendezvous/round_keys.hpp"
+#include "rendezvous/store_client.hpp"
 
 using namespace ddprun::testing;
 using namespace std::chrono_literals;

@@ -19,11 +19,11 @@
 #include <thread>
 #include <vector>
 
-#include "ddprun/error.hpp"
-#include "ddprun/process_group.hpp"
-#include "store_server.hpp"
 #include "../support/fork_ranks.hpp"
 #include "../support/free_port.hpp"
+#include "ddprun/error.hpp"
+#include "ddprun/process_group.hpp"
+#include "rendezvous/store_server.hpp"
 
 namespace {
 

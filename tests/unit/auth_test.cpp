@@ -1,4 +1,4 @@
-#include "auth.hpp"
+#include "rendezvous/auth.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "store_error.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace ddprun::rendezvous::auth {
 namespace {

@@ -4,10 +4,10 @@
 // with the same command line; tests/compat/args_compat.py checks a sample of them against it.
 #include <gtest/gtest.h>
 
-#include "cli.hpp"
-#include "cli_spelling.hpp"
 #include "cli_parse.hpp"
-#include "errors.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/cli_spelling.hpp"
+#include "launcher/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

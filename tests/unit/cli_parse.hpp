@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "cli.hpp"
-#include "errors.hpp"
+#include "launcher/cli.hpp"
+#include "launcher/errors.hpp"
 
 namespace ddprun::launcher::cli_testing {
 

@@ -1,5 +1,5 @@
 // parse_command_line: flags, PET_* fallback, validation, and how PROGRAM is run.
-#include "cli.hpp"
+#include "launcher/cli.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <regex>
 
 #include "cli_parse.hpp"
-#include "errors.hpp"
+#include "launcher/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

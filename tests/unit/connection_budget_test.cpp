@@ -1,6 +1,6 @@
 // What one store connection may hold, and when a request may run: the pure rules StoreConnection
 // applies before executing each request.
-#include "connection_budget.hpp"
+#include "rendezvous/connection_budget.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Endpoints: parsing as torchrun users write them, and which addresses are this machine.
-#include "endpoint.hpp"
+#include "rendezvous/endpoint.hpp"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

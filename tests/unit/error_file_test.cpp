@@ -1,4 +1,4 @@
-#include "error_file.hpp"
+#include "launcher/error_file.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

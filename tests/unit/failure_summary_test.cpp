@@ -1,4 +1,4 @@
-#include "failure_summary.hpp"
+#include "launcher/failure_summary.hpp"
 
 #include <gtest/gtest.h>
 

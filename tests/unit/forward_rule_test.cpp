@@ -1,5 +1,5 @@
 // decide_forward by table: only slurmstepd's signal to workers in ddprun's own cgroup is held back.
-#include "forward_rule.hpp"
+#include "launcher/forward_rule.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

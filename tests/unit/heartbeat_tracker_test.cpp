@@ -1,5 +1,5 @@
 // Heartbeats judged by this node's clock: explicit time points, no sleeping.
-#include "heartbeat_tracker.hpp"
+#include "rendezvous/heartbeat_tracker.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // Finding the cgroup v2 hierarchy and ddprun's place in it, by table; and a real job cgroup where
 // the machine allows one.
-#include "job_cgroup.hpp"
-#include "worker_process.hpp"
+#include "launcher/job_cgroup.hpp"
+#include "launcher/worker_process.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,12 +1,12 @@
 // The job's shape: which nodes agree, and what a node that does not is told, whoever came first.
-#include "job_shape.hpp"
+#include "rendezvous/job_shape.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "rendezvous_error.hpp"
+#include "rendezvous/rendezvous_error.hpp"
 
 using namespace ddprun::rendezvous;
 

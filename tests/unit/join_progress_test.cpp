@@ -1,5 +1,5 @@
 // The waiting line and the -v rendezvous result line (issue 11, item 10), by table.
-#include "join_progress.hpp"
+#include "rendezvous/join_progress.hpp"
 
 #include <gtest/gtest.h>
 

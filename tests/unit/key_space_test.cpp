@@ -1,5 +1,5 @@
 // The store's semantics, without sockets: what each request replies and whom it wakes.
-#include "key_space.hpp"
+#include "rendezvous/key_space.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The live region's rendering: pure functions, checked by table.
-#include "live_region.hpp"
+#include "launcher/live_region.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "oom_watch.hpp"
+#include "launcher/oom_watch.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

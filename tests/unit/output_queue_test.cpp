@@ -1,6 +1,6 @@
 // The bytes a store connection owes: in order, small pieces joined, large ones and shared pushes
 // held without a copy.
-#include "output_queue.hpp"
+#include "rendezvous/output_queue.hpp"
 
 #include <gtest/gtest.h>
 

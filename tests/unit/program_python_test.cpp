@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "errors.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/program.hpp"
 #include "scratch_folder.hpp"
-#include "program.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,5 +1,5 @@
 // resolve_program and substitute_local_rank, against files in a temporary folder.
-#include "program.hpp"
+#include "launcher/program.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "errors.hpp"
+#include "launcher/errors.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

@@ -1,5 +1,5 @@
 // --rdzv-conf: torchrun's keys and defaults, and the values a typo produces.
-#include "rendezvous_settings.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // Round records: what the store holds survives a round trip, what another program wrote there is
 // refused, and the rank assignment keeps its rules without any store.
-#include "round_record.hpp"
+#include "rendezvous/round_record.hpp"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "rendezvous_error.hpp"
+#include "rendezvous/rendezvous_error.hpp"
 
 using namespace ddprun::rendezvous;
 using nlohmann::json;

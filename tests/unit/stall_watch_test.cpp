@@ -1,5 +1,5 @@
 // This agent's own stalls, from its timers' lateness: explicit time points, no sleeping.
-#include "stall_watch.hpp"
+#include "rendezvous/stall_watch.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-#include "stderr_tail.hpp"
+#include "launcher/stderr_tail.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // The TCPStore byte codec: byte-exact PyTorch requests, round trips of every op in both dialects,
 // partial input, limits, and that a peer's claimed lengths never turn into allocations.
-#include "wire.hpp"
+#include "rendezvous/wire.hpp"
 
 #include <gtest/gtest.h>
 

@@ -9,7 +9,7 @@
 #include <string>
 
 #include "ddprun/error.hpp"
-#include "endpoint.hpp"
+#include "rendezvous/endpoint.hpp"
 
 namespace ddprun::detail {
 namespace {

@@ -1,7 +1,7 @@
 #include "gloo_store.hpp"
 
 #include "ddprun/error.hpp"
-#include "store_error.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace ddprun::detail {
 

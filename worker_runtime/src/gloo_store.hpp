@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "store_client.hpp"
+#include "rendezvous/store_client.hpp"
 
 namespace ddprun::detail {
 

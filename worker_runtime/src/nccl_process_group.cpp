@@ -6,8 +6,8 @@
 #include "ddprun/error.hpp"
 #include "nccl_communicator.hpp"
 #include "nccl_work.hpp"
+#include "rendezvous/store_error.hpp"
 #include "store_adapter.hpp"
-#include "store_error.hpp"
 
 namespace ddprun::detail {
 

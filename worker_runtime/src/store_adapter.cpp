@@ -7,9 +7,9 @@
 #include <mutex>
 #include <optional>
 
-#include "auth.hpp"
 #include "ddprun/error.hpp"
-#include "store_error.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace ddprun::detail {
 namespace {

@@ -7,8 +7,8 @@
 #include <string>
 
 #include "ddprun/identity.hpp"
-#include "store_client.hpp"
-#include "store_server.hpp"
+#include "rendezvous/store_client.hpp"
+#include "rendezvous/store_server.hpp"
 
 namespace ddprun::detail {
 
