@@ -21,20 +21,11 @@
 #include "launcher/line_splitter.hpp"
 #include "launcher/output_route.hpp"
 #include "launcher/stderr_tail.hpp"
+#include "launcher/worker_exit.hpp"
 #include "launcher/worker_process.hpp"
 #include "launcher/worker_spec.hpp"
 
 namespace ddprun::launcher {
-
-struct WorkerExit {
-  int local_rank = 0;
-  pid_t pid = 0;
-  int exitcode = 0;  ///< torchrun's convention: exit status, or -N when killed by signal N
-  std::chrono::system_clock::time_point time;
-  /// What ddprun had sent the worker when it exited: its stop signal (0: none), and SIGKILL.
-  int stop_signal_sent = 0;
-  bool kill_sent = false;
-};
 
 /// A log file that could not be written: its lines went to the console from then on.
 struct LogWriteError {

@@ -1,0 +1,215 @@
+// The supervisor's decisions by table: every event in every phase, for one node and for many.
+// Each row starts from the phase's fixture (below), applies one event, and gives the actions (as
+// describe_action shows them, joined by " | ") and the phase after. SupervisorTable.CoversEveryPair
+// fails when a (phase, event) pair has no row.
+#include <signal.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <iostream>
+#include <set>
+
+#include "launcher/supervisor.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+using rendezvous::EndKind;
+using rendezvous::RoundEnd;
+
+constexpr const char* kSelf = "self-1";
+
+WorkerExit exit_of(int local_rank, int exitcode, int stop_signal_sent = 0, bool kill_sent = false) {
+  WorkerExit exit;
+  exit.local_rank = local_rank;
+  exit.pid = 1000 + local_rank;
+  exit.exitcode = exitcode;
+  exit.stop_signal_sent = stop_signal_sent;
+  exit.kill_sent = kill_sent;
+  return exit;
+}
+
+/// The state of a node in `phase`, as it typically is there: rank 1 (of ranks 0-1 here) failed
+/// with exit code 3 in the failure phases; multi-node nodes are in round 4.
+SupervisorState fixture(Phase phase, bool multi) {
+  SupervisorState s;
+  s.multi_node = multi;
+  s.max_restarts = 2;
+  s.node_id = multi ? kSelf : "";
+  s.node_description = multi ? "hostA (10.0.0.1)" : "";
+  s.phase = phase;
+  const bool in_round = multi && phase != Phase::starting && phase != Phase::joining;
+  if (in_round) s.round = 4;
+  switch (phase) {
+    case Phase::starting:
+    case Phase::joining: break;
+    case Phase::running:
+      s.group_running = true;
+      s.reaped_failures.emplace_back(exit_of(1, 3), 1);  // reaped in the batch now ending
+      break;
+    case Phase::stopping_after_failure:
+      s.group_running = true;
+      s.failures = 1;
+      s.first_failed_rank = 1;
+      s.first_failed_exitcode = 3;
+      break;
+    case Phase::stopping_for_round_end:
+      s.group_running = true;
+      s.round_end = RoundEnd{EndKind::failure, "other-2", "rank 5 failed on node hostB (10.0.0.2) (exit code 1)"};
+      break;
+    case Phase::stopping_for_signal:
+      s.group_running = true;
+      s.stop_signal = SIGTERM;
+      break;
+    case Phase::waiting_for_others: break;
+    case Phase::leaving:
+      s.stop_signal = SIGTERM;
+      s.leave_status = 128 + SIGTERM;
+      break;
+    case Phase::finished: s.exit_status = 0; break;
+  }
+  return s;
+}
+
+rendezvous::RoundDecision decision(int round, int restart_count) {
+  rendezvous::RoundDecision d;
+  d.round = round;
+  d.restart_count = restart_count;
+  d.nodes.push_back(rendezvous::NodeInfo{kSelf, "hostA", "10.0.0.1", 2, 0, 0, -1, -1});
+  return d;
+}
+
+/// The events of the table, by name.
+SupervisorEvent event_named(const std::string& name) {
+  if (name == "started") return event::Started{};
+  if (name == "exit-failed") return event::WorkerExited{exit_of(0, 7), 0};
+  if (name == "exit-ok") return event::WorkerExited{exit_of(0, 0), 0};
+  if (name == "exit-by-our-stop") return event::WorkerExited{exit_of(0, -SIGTERM, SIGTERM), 0};
+  if (name == "reap-batch-done") return event::ReapBatchDone{};
+  if (name == "start-failed") return event::StartFailed{"cannot start local rank 0: fork failed"};
+  if (name == "sigint") return event::StopSignal{SIGINT};
+  if (name == "group-done") return event::GroupDone{};
+  if (name == "round-formed") return event::RoundFormed{decision(5, 1)};
+  if (name == "round-4-failed") {
+    return event::RoundEnded{4, RoundEnd{EndKind::failure, "other-2", "rank 5 failed on node hostB (10.0.0.2) (exit code 1)"}};
+  }
+  if (name == "round-4-finished") return event::RoundEnded{4, RoundEnd{EndKind::finished, "other-2", "all nodes finished"}};
+  if (name == "round-4-fatal") {
+    return event::RoundEnded{4, RoundEnd{EndKind::fatal, "other-2", "rank 5 failed on node hostB (10.0.0.2) (exit code 1)"}};
+  }
+  if (name == "round-3-lost") return event::RoundEnded{3, RoundEnd{EndKind::lost, "other-2", "node hostB is gone"}};
+  if (name == "rdzv-failed") return event::RendezvousFailed{"lost the rendezvous store", false};
+  if (name == "rdzv-failed-told") return event::RendezvousFailed{"node rank 1 is taken", true};
+  if (name == "leave-done") return event::LeaveDone{};
+  ADD_FAILURE() << "no event " << name;
+  return event::Started{};
+}
+
+struct Row {
+  Phase phase;
+  bool multi;
+  const char* event;
+  const char* actions;  ///< describe_action of each, joined by " | "
+  Phase after;
+  /// A variant of the phase's fixture, applied before the event (nullptr: the fixture as it is).
+  void (*tweak)(SupervisorState&) = nullptr;
+};
+
+std::string run(SupervisorState& state, const std::string& event) {
+  std::string joined;
+  for (const auto& action : next(state, event_named(event))) {
+    if (!joined.empty()) joined += " | ";
+    joined += describe_action(action);
+  }
+  return joined;
+}
+
+using P = Phase;
+
+// Variants of the fixtures, for the rows that need one.
+void no_restart_left(SupervisorState& s) { s.restart_count = s.max_restarts; }
+void start_error(SupervisorState& s) { s.start_error = "cannot start local rank 0: fork failed"; }
+void group_gone(SupervisorState& s) { s.group_running = false; }
+void not_in_a_round(SupervisorState& s) { s.round.reset(); }
+void fatal_here_known(SupervisorState& s) {
+  s.round_end = RoundEnd{EndKind::fatal, kSelf, "rank 1 failed on node hostA (10.0.0.1) (exit code 3)"};
+}
+void a_second_failure_reaped(SupervisorState& s) { s.reaped_failures.emplace_back(exit_of(0, -SIGSEGV), 0); }
+constexpr bool single = false;
+constexpr bool multi = true;
+
+// clang-format off
+const Row kTable[] = {
+#include "supervisor_table.inc"
+};
+// clang-format on
+
+TEST(SupervisorTable, EveryRow) {
+  for (const Row& row : kTable) {
+    SupervisorState state = fixture(row.phase, row.multi);
+    if (row.tweak) row.tweak(state);
+    std::string got = run(state, row.event);
+    EXPECT_EQ(got, row.actions) << (row.multi ? "multi" : "single") << ", " << phase_name(row.phase) << ", "
+                                << row.event;
+    EXPECT_EQ(phase_name(state.phase), std::string(phase_name(row.after)))
+        << (row.multi ? "multi" : "single") << ", " << phase_name(row.phase) << ", " << row.event;
+  }
+}
+
+/// The event kinds (variant alternatives) and phases every table must cover.
+const std::vector<std::string> kEventsPerKind = {"started",    "exit-failed", "reap-batch-done", "start-failed",
+                                                 "sigint",     "group-done",  "round-formed",    "round-4-failed",
+                                                 "rdzv-failed", "leave-done"};
+const Phase kPhases[] = {P::starting, P::joining, P::running, P::stopping_after_failure, P::stopping_for_round_end,
+                         P::stopping_for_signal, P::waiting_for_others, P::leaving, P::finished};
+
+TEST(SupervisorTable, CoversEveryPair) {
+  std::set<std::tuple<bool, Phase, std::size_t>> covered;
+  for (const Row& row : kTable) covered.emplace(row.multi, row.phase, event_named(row.event).index());
+  for (bool m : {single, multi}) {
+    for (Phase phase : kPhases) {
+      // A single-node job has no rounds: it is never joining, waiting for others or leaving, and
+      // gets no round or rendezvous events.
+      if (!m && (phase == P::joining || phase == P::stopping_for_round_end || phase == P::waiting_for_others ||
+                 phase == P::leaving)) {
+        continue;
+      }
+      for (const auto& name : kEventsPerKind) {
+        if (!m && (name.rfind("round", 0) == 0 || name.rfind("rdzv", 0) == 0 || name == "leave-done")) continue;
+        EXPECT_TRUE(covered.count({m, phase, event_named(name).index()}))
+            << "no row for " << (m ? "multi" : "single") << ", " << phase_name(phase) << ", " << name;
+      }
+    }
+  }
+}
+
+/// DDPRUN_PRINT_SUPERVISOR_TABLE=1: prints every pair's outcome as table rows, to review by hand
+/// when the rules change.
+TEST(SupervisorTable, PrintWhenAsked) {
+  if (!std::getenv("DDPRUN_PRINT_SUPERVISOR_TABLE")) GTEST_SKIP() << "set DDPRUN_PRINT_SUPERVISOR_TABLE=1 to print";
+  const std::vector<std::string> events = {"started",      "exit-failed",   "exit-ok",          "exit-by-our-stop",
+                                           "reap-batch-done", "start-failed", "sigint",          "group-done",
+                                           "round-formed", "round-4-failed", "round-4-finished", "round-3-lost",
+                                           "rdzv-failed",  "rdzv-failed-told", "leave-done"};
+  for (bool m : {single, multi}) {
+    for (Phase phase : kPhases) {
+      if (!m && (phase == P::joining || phase == P::stopping_for_round_end || phase == P::waiting_for_others ||
+                 phase == P::leaving)) {
+        continue;
+      }
+      for (const auto& name : events) {
+        if (!m && name.rfind("round", 0) == 0) continue;
+        if (!m && name.rfind("rdzv", 0) == 0) continue;
+        if (!m && name == "leave-done") continue;
+        SupervisorState state = fixture(phase, m);
+        std::string got = run(state, name);
+        std::cout << "    {P::" << phase_name(phase) << ", " << (m ? "multi" : "single") << ", \"" << name << "\", \""
+                  << got << "\", P::" << phase_name(state.phase) << "},\n";
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::launcher
