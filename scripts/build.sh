@@ -1,11 +1,22 @@
 #!/usr/bin/env bash
-# Configures and builds ddprun (Release) into build/; binaries land in build/bin/.
+# Configures and builds ddprun (Release) into build/ (or $DDPRUN_BUILD_DIR); binaries land in bin/.
+#   scripts/build.sh [-DOPTION=VALUE ...]    e.g. -DDDPRUN_BUILD_BENCH=OFF, -DCMAKE_BUILD_TYPE=Debug
+# The build is configured with the project's defaults and these options, every one named each time:
+# an option dropped from the command line goes back to its default instead of staying in the cache.
+# CMake runs again only when the options differ from the last configure's (a stamp in the build
+# folder) or the folder was never configured; otherwise only the build runs (ninja itself
+# reconfigures when a CMakeLists.txt changed).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=${DDPRUN_BUILD_DIR:-build}
 generator=()
 if command -v ninja >/dev/null; then generator=(-G Ninja); fi
-if [[ ! -f "$build_dir/CMakeCache.txt" ]]; then
-  cmake -S . -B "$build_dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release
+options=(-DCMAKE_BUILD_TYPE=Release -DDDPRUN_BUILD_TESTS=ON -DDDPRUN_BUILD_BENCH=ON "$@")  # the last -D of a name wins
+stamp=$build_dir/.build-sh-options
+wanted=$(printf '%s\n' "${generator[@]}" "${options[@]}")
+if [[ ! -f $build_dir/CMakeCache.txt || ! -f $stamp || $(<"$stamp") != "$wanted" ]]; then
+  rm -f "$stamp"  # a configure that fails must not leave the old stamp saying all is done
+  cmake -S . -B "$build_dir" "${generator[@]}" "${options[@]}"
+  printf '%s\n' "$wanted" >"$stamp"
 fi
 cmake --build "$build_dir" --parallel "$(nproc)"
