@@ -15,7 +15,7 @@ Both workers take the same options and time the same way: one verified all_reduc
 each timed all_reduce starts right after a barrier; an iteration's time is its slowest rank's, and a
 run reports the median over iterations (--allreduce-method loop: the mean of one timed loop of
 back-to-back operations instead). Both get GLOO_SOCKET_IFNAME=lo and OMP_NUM_THREADS=1.
-Two ranks on two CPUs leave no slack: any other load distorts the numbers (docs/performance.md).
+Two ranks on two CPUs leave no slack: other load distorts the numbers (docs/performance/raw-allreduce.md).
 So each run first waits (--allreduce-quiet-wait) for idle CPUs; a run during which other
 processes used more than --allreduce-max-others cores is run again (--allreduce-reruns); each
 run's line tells that CPU use and how many operations up to 256 KiB took over 2 ms (scheduler

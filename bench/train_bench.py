@@ -3,7 +3,7 @@
 (build/bin/fashion_mnist) against PyTorch's Python DDP on gloo under torchrun
 (examples/torch/fashion_mnist_ddp.py under shared/tools/torchrun-anchor), measured in the same run.
 
-Usage: bench/train_bench.py [FILTER] [options]        (stdlib only; see docs/perf-training.md)
+Usage: bench/train_bench.py [FILTER] [options]        (stdlib only; see docs/performance.md)
 
 Benchmarks (FILTER is a substring of their names; empty runs all):
   train_throughput  samples/s of the training loop, 2 workers x --threads threads, the same model,
