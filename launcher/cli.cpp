@@ -18,10 +18,6 @@
 #include "launcher/errors.hpp"
 #include "launcher/program.hpp"
 
-#ifndef DDPRUN_VERSION
-#define DDPRUN_VERSION "0.1.0"  // keep in step with project() in the top CMakeLists.txt
-#endif
-
 namespace ddprun::launcher {
 namespace {
 
