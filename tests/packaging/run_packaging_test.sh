@@ -2,8 +2,10 @@
 # The packaging tests: ddprun installed into a fresh prefix and used as docs/runtime.md says.
 #   run_packaging_test.sh STAGE BUILD_DIR WORK_DIR SOURCE_DIR [GENERATOR] [CXX_COMPILER]
 # Stages (CTest runs `install` first, as the fixture of the others):
-#   install   cmake --install BUILD_DIR into WORK_DIR/prefix (emptied first); checks the exported
-#             targets leak nothing of the build (paths, internal targets); takes the trainer's
+#   install   cmake --install BUILD_DIR into WORK_DIR/first-prefix (emptied first), then moves it
+#             with mv to WORK_DIR/prefix, where every stage uses it: a package that names the
+#             prefix it was installed into fails there. Checks the exported targets leak nothing of
+#             the build (paths, internal targets) nor the first prefix; takes the trainer's
 #             CMakeLists.txt and trainer.cpp from docs/runtime.md as written, configures it with the
 #             doc's command in an environment without CUDA or Torch hints, builds it, checks that
 #             Torch was not looked for, and runs it alone (a world of one).
@@ -11,8 +13,8 @@
 #   torchrun  runs the trainer as 2 ranks under torchrun-anchor (PyTorch 1.13's torchrun, static
 #             rendezvous: the workers use its agent's TCPStore, PyTorch 1.13's server).
 #   mpirun    runs it as 2 ranks under Open MPI's mpirun.
-#   torch     builds tests/packaging/torch_consumer (find_package(ddprun COMPONENTS torch)) and runs
-#             it alone; checks that an unknown component is a clear error.
+#   torch     builds tests/packaging/torch_consumer (find_package(ddprun COMPONENTS torch)) against
+#             the moved prefix and runs it alone; checks that an unknown component is a clear error.
 # Exit 77 (CTest: skipped) with the reason when a needed tool cannot start.
 set -euo pipefail
 
@@ -24,6 +26,7 @@ source_dir=$(cd "${4:?$usage}" && pwd)
 generator=${5:-Ninja}
 compiler=${6:-c++}
 prefix=$work/prefix
+first_prefix=$work/first-prefix  # where cmake --install puts it, before it is moved to $prefix
 trainer=$work/trainer/build/trainer
 system_python=/usr/bin/python3
 anchor=/work/shared/tools/torchrun-anchor
@@ -66,8 +69,13 @@ case $stage in
 install)
   rm -rf "$work"
   mkdir -p "$work/trainer"
-  echo "== cmake --install $build_dir --prefix $prefix"
-  cmake --install "$build_dir" --prefix "$prefix" >"$work/install.log" || { cat "$work/install.log"; fail "install failed"; }
+  echo "== cmake --install $build_dir --prefix $first_prefix, then mv $first_prefix $prefix"
+  cmake --install "$build_dir" --prefix "$first_prefix" >"$work/install.log" || { cat "$work/install.log"; fail "install failed"; }
+  # A user copies or unpacks an install somewhere else: nothing may depend on where it was made.
+  mv "$first_prefix" "$prefix"
+  [[ ! -e $first_prefix ]] || fail "$first_prefix is still there after mv"
+  stale=$(grep -rlF "$first_prefix" "$prefix" || true)
+  [[ -z $stale ]] || fail "the moved install names the prefix it was installed into: $stale"
   for path in bin/ddprun bin/ddprun-store include/ddprun/ddprun.hpp include/ddprun/process_group.hpp; do
     [[ -e $prefix/$path ]] || fail "the install lacks $path"
   done
@@ -77,7 +85,7 @@ install)
 
   echo "== the exported targets name nothing of the build"
   exports=$(cat "$config_dir"/ddprun*Targets.cmake)
-  for internal in ddprun::warnings ddprun::rendezvous ddprun_warnings ddprun_rendezvous; do
+  for internal in ddprun::warnings ddprun::rendezvous ddprun::common ddprun_warnings ddprun_rendezvous ddprun_common; do
     grep -q "$internal" <<<"$exports" && fail "the exported targets name the internal target $internal"
   done
   grep -qE '/(usr/local/cuda|work/)|\.so' <<<"$exports" && fail "the exported targets hold a path of this machine: $(grep -oE '[^;"]*(cuda|/work/|\.so)[^;"]*' <<<"$exports" | head -3)"
