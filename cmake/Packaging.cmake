@@ -19,8 +19,8 @@ if(TARGET ddprun_runtime)
   # Two export sets: ddprunTargets.cmake (ddprun::runtime) needs Threads, fmt, spdlog, Gloo, OpenSSL
   # and, with the nccl backend, CUDA's runtime and NCCL; ddprunTorchTargets.cmake (ddprun::torch) also
   # needs LibTorch, which the config looks for only when the component is asked for. The runtime's
-  # archive holds the store client's objects (worker_runtime/CMakeLists.txt), so no internal target
-  # of the build is exported.
+  # archive holds the store client's and the common helpers' objects (worker_runtime/CMakeLists.txt),
+  # so no internal target of the build is exported.
   install(TARGETS ddprun_runtime EXPORT ddprunTargets ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
   install(DIRECTORY ${PROJECT_SOURCE_DIR}/worker_runtime/include/ddprun
           DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
