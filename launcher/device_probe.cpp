@@ -14,6 +14,7 @@
 #include <sstream>
 #include <system_error>
 
+#include "common/integer.hpp"
 #include "launcher/unique_fd.hpp"
 
 namespace ddprun::launcher {
@@ -141,7 +142,7 @@ void parse_answer(const std::string& text, DeviceFacts& facts) {
     } else if (source == "nvml") {
       facts.nvml_error = rest;
     } else if (source == "cuda" && status == "ok") {
-      facts.cuda_count = std::stoi(rest);
+      facts.cuda_count = common::parse_integer<int>(rest);  // nothing for a garbled answer, not a throw
     } else if (source == "cuda") {
       facts.cuda_error = rest;
     }

@@ -5,11 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cmath>
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/integer.hpp"
 #include "launcher/unique_fd.hpp"
 
 namespace ddprun::launcher {
@@ -39,10 +39,7 @@ std::optional<std::int64_t> timestamp_field(const json& object, const char* key)
     return static_cast<std::int64_t>(value);
   }
   if (it->is_string()) {
-    const auto& text = it->get_ref<const std::string&>();
-    std::int64_t value = 0;
-    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-    if (ec == std::errc() && end == text.data() + text.size()) return value;
+    if (auto value = common::parse_integer<std::int64_t>(it->get_ref<const std::string&>())) return value;
   }
   return std::nullopt;
 }

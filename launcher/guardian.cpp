@@ -10,11 +10,11 @@
 
 #include <array>
 #include <cerrno>
-#include <charconv>
 #include <random>
 #include <set>
 #include <string_view>
 
+#include "common/integer.hpp"
 #include "launcher/job_cgroup.hpp"
 #include "launcher/safe_kill.hpp"
 
@@ -53,11 +53,9 @@ int kill_marked(std::string_view entry) {
   if (proc == nullptr) return 0;
   const pid_t self = ::getpid();
   while (dirent* item = ::readdir(proc)) {
-    std::string_view name = item->d_name;
-    pid_t pid = 0;
-    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (ec != std::errc() || end != name.data() + name.size() || pid == self) continue;
-    if (environment_has(pid, entry) && signal_process(pid, SIGKILL)) ++killed;
+    auto pid = common::parse_integer<pid_t>(item->d_name);
+    if (!pid || *pid == self) continue;
+    if (environment_has(*pid, entry) && signal_process(*pid, SIGKILL)) ++killed;
   }
   ::closedir(proc);
   return killed;
@@ -110,8 +108,7 @@ void sweep(const std::string& cgroup_dir, const std::set<pid_t>& groups, const s
         pending.erase(0, newline + 1);
         continue;
       }
-      pid_t pgid = 0;
-      if (note.size() > 1) std::from_chars(note.data() + 1, note.data() + note.size(), pgid);
+      pid_t pgid = common::parse_integer<pid_t>(note.substr(1)).value_or(0);  // 0: never signalable
       if (note.front() == '+' && is_signalable(pgid)) groups.insert(pgid);
       if (note.front() == '-') groups.erase(pgid);
       pending.erase(0, newline + 1);

@@ -6,12 +6,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <fstream>
 #include <sstream>
 #include <thread>
 #include <vector>
 
+#include "common/integer.hpp"
 #include "launcher/safe_kill.hpp"
 
 namespace ddprun::launcher {
@@ -22,10 +22,8 @@ std::string unescape_octal(std::string_view text) {
   std::string out;
   for (std::size_t i = 0; i < text.size(); ++i) {
     if (text[i] == '\\' && i + 3 < text.size()) {
-      int value = 0;
-      auto [end, ec] = std::from_chars(text.data() + i + 1, text.data() + i + 4, value, 8);
-      if (ec == std::errc() && end == text.data() + i + 4) {
-        out.push_back(static_cast<char>(value));
+      if (auto value = common::parse_integer<int>(text.substr(i + 1, 3), 8)) {
+        out.push_back(static_cast<char>(*value));
         i += 3;
         continue;
       }

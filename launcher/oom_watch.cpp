@@ -1,9 +1,10 @@
 #include "launcher/oom_watch.hpp"
 
-#include <charconv>
 #include <fstream>
 #include <utility>
 #include <vector>
+
+#include "common/integer.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -79,9 +80,7 @@ std::optional<std::uint64_t> parse_oom_kill_count(std::string_view memory_events
     constexpr std::string_view kKey = "oom_kill ";  // the space keeps out oom_kill_disable
     if (!line.starts_with(kKey)) return false;
     line.remove_prefix(kKey.size());
-    std::uint64_t value = 0;
-    auto [end, ec] = std::from_chars(line.data(), line.data() + line.size(), value);
-    if (ec == std::errc() && end == line.data() + line.size()) count = value;
+    if (auto value = common::parse_integer<std::uint64_t>(line)) count = value;
     return true;
   });
   return count;

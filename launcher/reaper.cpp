@@ -7,11 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <fstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "common/integer.hpp"
 #include "launcher/safe_kill.hpp"
 
 namespace ddprun::launcher {
@@ -26,11 +27,8 @@ pid_t parent_of(const std::string& pid_text) {
   auto close = line.rfind(')');
   if (close == std::string::npos || close + 4 >= line.size()) return -1;
   // ") S 1234 ..." : state, then ppid.
-  const char* begin = line.data() + close + 4;
-  const char* end = line.data() + line.size();
-  pid_t ppid = -1;
-  std::from_chars(begin, end, ppid);
-  return ppid;
+  std::string_view fields = std::string_view(line).substr(close + 4);
+  return common::parse_integer<pid_t>(fields.substr(0, fields.find(' '))).value_or(-1);
 }
 
 std::vector<pid_t> children_of(pid_t parent) {
@@ -38,11 +36,8 @@ std::vector<pid_t> children_of(pid_t parent) {
   DIR* proc = ::opendir("/proc");
   if (proc == nullptr) return children;
   while (dirent* entry = ::readdir(proc)) {
-    pid_t pid = 0;
-    std::string_view name = entry->d_name;
-    auto [end, ec] = std::from_chars(name.data(), name.data() + name.size(), pid);
-    if (ec != std::errc() || end != name.data() + name.size()) continue;
-    if (parent_of(entry->d_name) == parent) children.push_back(pid);
+    auto pid = common::parse_integer<pid_t>(entry->d_name);  // a process's folder, not /proc/self or a file
+    if (pid && parent_of(entry->d_name) == parent) children.push_back(*pid);
   }
   ::closedir(proc);
   return children;

@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <csignal>
 #include <cstring>
+
+#include "common/integer.hpp"
 
 namespace ddprun::launcher {
 
@@ -17,10 +18,8 @@ std::optional<int> signal_from_name(std::string_view name) {
   std::string upper(name);
   std::transform(upper.begin(), upper.end(), upper.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  int number = 0;
-  auto [end, ec] = std::from_chars(upper.data(), upper.data() + upper.size(), number);
-  if (ec == std::errc() && end == upper.data() + upper.size()) {
-    if (number > 0 && number < NSIG) return number;
+  if (auto number = common::parse_integer<int>(upper)) {
+    if (*number > 0 && *number < NSIG) return number;
     return std::nullopt;
   }
   std::string_view bare = upper;

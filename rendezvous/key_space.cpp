@@ -1,8 +1,9 @@
 #include "rendezvous/key_space.hpp"
 
-#include <charconv>
 #include <cstdint>
 #include <utility>
+
+#include "common/integer.hpp"
 
 namespace ddprun::rendezvous {
 namespace {
@@ -18,12 +19,6 @@ std::size_t saturating_add(std::size_t a, std::size_t b) { return b > SIZE_MAX -
 const std::shared_ptr<const std::string>& stop_waiting() {
   static const auto stop = std::make_shared<const std::string>(1, static_cast<char>(wire::kStopWaiting));
   return stop;
-}
-
-/// ADD counters are ASCII decimal, as PyTorch stores them.
-bool parse_counter(const std::string& text, std::int64_t& value) {
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  return ec == std::errc() && end == text.data() + text.size();
 }
 
 }  // namespace
@@ -207,15 +202,16 @@ KeySpace::Outcome KeySpace::execute(SessionId session, const wire::Request& requ
     }
     case Op::add: {
       auto [it, created] = data_.try_emplace(*key, "0");
-      std::int64_t value = 0;
-      if (!parse_counter(it->second, value)) {
+      auto counter = common::parse_integer<std::int64_t>(it->second);  // ASCII decimal, as PyTorch stores it
+      if (!counter) {
         if (created) data_.erase(it);
         outcome.error = "ADD to key " + *key + " whose value is not a number";
         break;
       }
       std::string old = it->second;
       // Wrap like the two's-complement arithmetic PyTorch's server does, without the UB.
-      value = static_cast<std::int64_t>(static_cast<std::uint64_t>(value) + static_cast<std::uint64_t>(request.delta));
+      auto value =
+          static_cast<std::int64_t>(static_cast<std::uint64_t>(*counter) + static_cast<std::uint64_t>(request.delta));
       it->second = std::to_string(value);
       wire::put_i64(outcome.reply, value);
       key_changed(*key, created ? nullptr : &old, &it->second, outcome);

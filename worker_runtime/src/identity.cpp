@@ -23,18 +23,17 @@
 
 #include <unistd.h>
 
-#include <charconv>
 #include <cstdint>
 #include <optional>
 
+#include "common/environment.hpp"
+#include "common/integer.hpp"
 #include "ddprun/error.hpp"
-
-extern char** environ;
 
 namespace ddprun {
 namespace {
 
-using Env = std::map<std::string, std::string>;
+using Env = common::Environment;
 
 constexpr int kDefaultPort = 29500;  // torchrun's --master-port default
 constexpr const char* kDefaultAddr = "127.0.0.1";
@@ -47,16 +46,9 @@ const std::string* find(const Env& env, std::string_view name) {
   return it == env.end() ? nullptr : &it->second;
 }
 
-std::optional<std::int64_t> to_int(std::string_view text) {
-  std::int64_t value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
-
 /// The value of `name` as a non-negative int; Error naming it when malformed.
 int parse_count(std::string_view name, const std::string& value) {
-  auto number = to_int(value);
+  auto number = common::parse_integer<std::int64_t>(value);
   if (!number || *number < 0 || *number > INT32_MAX) {
     throw Error(std::string(name) + "=" + value + " is not a non-negative integer");
   }
@@ -114,7 +106,7 @@ void apply_master_override(const Env& env, Identity& id) {
     id.master_addr = *addr;
   }
   if (const std::string* port = find(env, "MASTER_PORT")) {
-    auto number = to_int(*port);
+    auto number = common::parse_integer<std::int64_t>(*port);
     if (!number || *number < 1 || *number > 65535) {
       throw Error("MASTER_PORT=" + *port + " is not a port number (1..65535)");
     }
@@ -191,12 +183,12 @@ std::vector<int> expand_tasks_per_node(std::string_view name, std::string_view t
     std::int64_t repeat = 1;
     if (auto open = item.find('('); open != std::string_view::npos) {
       if (item.size() < open + 4 || item.substr(open, 2) != "(x" || item.back() != ')') throw malformed();
-      auto times = to_int(item.substr(open + 2, item.size() - open - 3));
+      auto times = common::parse_integer<std::int64_t>(item.substr(open + 2, item.size() - open - 3));
       if (!times || *times < 1 || *times > static_cast<std::int64_t>(kMaxSlurmHosts)) throw malformed();
       repeat = *times;
       item = item.substr(0, open);
     }
-    auto count = to_int(item);
+    auto count = common::parse_integer<std::int64_t>(item);
     if (!count || *count < 0 || *count > INT32_MAX) throw malformed();
     if (counts.size() + static_cast<std::size_t>(repeat) > kMaxSlurmHosts) throw malformed();
     counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(*count));
@@ -208,7 +200,7 @@ std::vector<int> expand_tasks_per_node(std::string_view name, std::string_view t
 /// 29500 + SLURM_JOB_ID mod 1000: ranks of one job agree, two jobs sharing a node rarely collide.
 int slurm_default_port(const Env& env) {
   const std::string* job = find(env, "SLURM_JOB_ID");
-  auto number = job ? to_int(*job) : std::nullopt;
+  auto number = job ? common::parse_integer<std::int64_t>(*job) : std::nullopt;
   return number && *number >= 0 ? kDefaultPort + static_cast<int>(*number % 1000) : kDefaultPort;
 }
 
@@ -316,8 +308,8 @@ void expand_host(std::string_view pattern, std::string prefix, std::vector<std::
     std::size_t dash = range.find('-');
     std::string_view low_text = range.substr(0, dash);
     std::string_view high_text = dash == std::string_view::npos ? low_text : range.substr(dash + 1);
-    auto low = to_int(low_text);
-    auto high = to_int(high_text);
+    auto low = common::parse_integer<std::int64_t>(low_text);
+    auto high = common::parse_integer<std::int64_t>(high_text);
     if (!low || !high || *low < 0 || *high < *low) {
       throw Error("bad range \"" + std::string(range) + "\" in \"" + std::string(pattern) + "\"");
     }
@@ -385,15 +377,6 @@ Identity identity_from(const Env& env) {
   return id;
 }
 
-Identity identity_from_environment() {
-  Env env;
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
-    std::string_view text(*entry);
-    auto equals = text.find('=');
-    if (equals == std::string_view::npos) continue;
-    env.emplace(std::string(text.substr(0, equals)), std::string(text.substr(equals + 1)));
-  }
-  return identity_from(env);
-}
+Identity identity_from_environment() { return identity_from(common::environment_snapshot()); }
 
 }  // namespace ddprun

@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -13,6 +12,7 @@
 #include <string>
 #include <string_view>
 
+#include "common/integer.hpp"
 #include "ddprun/error.hpp"
 #include "ddprun/identity.hpp"
 
@@ -36,9 +36,8 @@ spdlog::level::level_enum parse_level(std::string_view text) {
 }
 
 std::optional<int> parse_rank(std::string_view text) {
-  int value = 0;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (text.empty() || ec != std::errc() || end != text.data() + text.size() || value < 0) return std::nullopt;
+  auto value = common::parse_integer<int>(text);
+  if (value && *value < 0) return std::nullopt;
   return value;
 }
 
