@@ -1,12 +1,14 @@
 #pragma once
-/// A process environment as a value, so that everything reading it is a plain function.
-#include <map>
+/// A process environment as a value, so that everything reading it is a plain function. The
+/// launcher's names for common/environment.hpp, which the worker runtime reads it with too.
 #include <optional>
 #include <string>
 
+#include "common/environment.hpp"
+
 namespace ddprun::launcher {
 
-using Environ = std::map<std::string, std::string>;
+using Environ = common::Environment;
 
 /// A copy of this process's environment.
 Environ current_environ();

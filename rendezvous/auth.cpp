@@ -7,11 +7,10 @@
 
 #include <cerrno>
 #include <climits>
-#include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "common/environment.hpp"
+#include "common/token_file.hpp"
 #include "rendezvous/store_error.hpp"
 
 namespace ddprun::rendezvous::auth {
@@ -89,26 +88,14 @@ std::optional<std::string> token_from_environment(
   }
   if (!path) return std::nullopt;
   if (path->empty()) throw StoreError("DDPRUN_STORE_TOKEN_FILE is set but empty");
-  std::ifstream file(*path, std::ios::binary);
-  if (!file) {
-    throw StoreError("cannot read the store token file " + *path + " (DDPRUN_STORE_TOKEN_FILE): " +
-                     std::strerror(errno));
+  common::TokenFile file = common::read_token_file(*path);
+  if (!file.error.empty()) {
+    throw StoreError("cannot read the store token file " + *path + " (DDPRUN_STORE_TOKEN_FILE): " + file.error);
   }
-  std::ostringstream content;
-  content << file.rdbuf();
-  if (file.bad()) throw StoreError("cannot read the store token file " + *path + " (DDPRUN_STORE_TOKEN_FILE)");
-  std::string token = content.str();
-  // Editors and `echo` end the file with a newline that is no part of the secret.
-  if (!token.empty() && token.back() == '\n') token.pop_back();
-  if (!token.empty() && token.back() == '\r') token.pop_back();
-  if (token.empty()) throw StoreError("the store token file " + *path + " (DDPRUN_STORE_TOKEN_FILE) is empty");
-  return token;
+  if (file.token.empty()) throw StoreError("the store token file " + *path + " (DDPRUN_STORE_TOKEN_FILE) is empty");
+  return file.token;
 }
 
-std::optional<std::string> process_getenv(const char* name) {
-  const char* value = std::getenv(name);
-  if (value == nullptr) return std::nullopt;
-  return std::string(value);
-}
+std::optional<std::string> process_getenv(const char* name) { return common::getenv_value(name); }
 
 }  // namespace ddprun::rendezvous::auth

@@ -6,11 +6,14 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
-#include <cstdlib>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
 
+#include "common/environment.hpp"
+#include "common/token_file.hpp"
 #include "rendezvous/auth.hpp"
+#include "rendezvous/endpoint.hpp"
 #include "rendezvous/open_file_limit.hpp"
 #include "rendezvous/store_error.hpp"
 #include "rendezvous/store_server.hpp"
@@ -74,17 +77,13 @@ int main(int argc, char** argv) {
   sigset_t stop_signals = block_stop_signals();
   try {
     if (!token_file.empty()) {
-      std::ifstream in(token_file);
-      if (!in) return usage_error("--token-file: cannot read " + token_file);
-      std::string token((std::istreambuf_iterator<char>(in)), {});
-      while (!token.empty() && (token.back() == '\n' || token.back() == '\r')) token.pop_back();
-      if (token.empty()) return usage_error("--token-file: " + token_file + " holds no token");
-      options.token = token;
+      // Read as DDPRUN_STORE_TOKEN_FILE is, so that clients given the same file hold the same token.
+      ddprun::common::TokenFile file = ddprun::common::read_token_file(token_file);
+      if (!file.error.empty()) return usage_error("--token-file: cannot read " + token_file);
+      if (file.token.empty()) return usage_error("--token-file: " + token_file + " holds no token");
+      options.token = file.token;
     } else {
-      options.token = auth::token_from_environment([](const char* name) -> std::optional<std::string> {
-        const char* value = std::getenv(name);
-        return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-      });
+      options.token = auth::token_from_environment(ddprun::common::getenv_value);
     }
     raise_open_file_limit();
     return_large_buffers_to_the_kernel();
@@ -96,7 +95,7 @@ int main(int argc, char** argv) {
       std::ofstream(tmp) << server.port() << "\n";
       std::rename(tmp.c_str(), port_file.c_str());
     }
-    std::cerr << "ddprun-store: serving on " << options.host << ":" << server.port()
+    std::cerr << "ddprun-store: serving on " << format_endpoint(options.host, server.port())
               << (options.token ? " (authentication required)" : "") << std::endl;
     int signo = 0;
     ::sigwait(&stop_signals, &signo);
