@@ -1,16 +1,18 @@
 #include "rendezvous/store_server.hpp"
 
+#include <pthread.h>
 #include <sys/socket.h>
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <future>
 #include <thread>
 
+#include "common/listen.hpp"
+#include "rendezvous/endpoint.hpp"
 #include "rendezvous/store_connection.hpp"
 #include "rendezvous/store_error.hpp"
 
@@ -23,16 +25,6 @@ namespace {
 /// The kernel clamps this to net.core.somaxconn; ask for plenty, ranks connect all at once.
 constexpr int kListenBacklog = 65535;
 
-tcp::endpoint endpoint_for(asio::io_context& io, const std::string& host, int port) {
-  boost::system::error_code ec;
-  auto address = asio::ip::make_address(host, ec);
-  if (!ec) return {address, static_cast<unsigned short>(port)};
-  tcp::resolver resolver(io);
-  auto results = resolver.resolve(host, std::to_string(port), ec);
-  if (ec || results.empty()) throw StoreError("store: cannot resolve host " + host + ": " + ec.message());
-  return *results.begin();
-}
-
 }  // namespace
 
 class StoreServer::Impl {
@@ -43,15 +35,12 @@ class StoreServer::Impl {
   }
 
   void bind_and_listen() {
-    tcp::endpoint endpoint = endpoint_for(io_, options_.host, options_.port);
     boost::system::error_code ec;
-    acceptor_.open(endpoint.protocol(), ec);
-    if (!ec) acceptor_.set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec && endpoint.address().is_v6()) acceptor_.set_option(asio::ip::v6_only(false), ec);
-    if (!ec) acceptor_.bind(endpoint, ec);
-    if (!ec) acceptor_.listen(kListenBacklog, ec);
+    auto endpoint = common::endpoint_to_bind(io_, options_.host, options_.port, ec);
+    if (!endpoint) throw StoreError("store: cannot resolve host " + options_.host + ": " + ec.message());
+    ec = common::bind_and_listen(acceptor_, *endpoint, kListenBacklog);
     if (ec) {
-      throw StoreError("store: cannot listen on " + options_.host + ":" + std::to_string(options_.port) + ": " +
+      throw StoreError("store: cannot listen on " + format_endpoint(options_.host, options_.port) + ": " +
                        ec.message());
     }
   }
@@ -79,7 +68,11 @@ class StoreServer::Impl {
       shared_.keys.execute(/*session=*/0, request);  // no client yet: nobody to reply to
     }
     accept();
-    thread_ = std::thread([this] { io_.run(); });
+    thread_ = std::thread([this] {
+      // Named, so that a look at the agent's threads (/proc/PID/task/*/comm, top -H) tells them apart.
+      pthread_setname_np(pthread_self(), "ddprun-store");
+      io_.run();
+    });
   }
 
   void stop() {

@@ -12,6 +12,8 @@
 #include <gloo/types.h>
 #include <vector>
 
+#include "rendezvous/endpoint.hpp"
+
 namespace ddprun::detail {
 namespace {
 
@@ -56,12 +58,12 @@ std::string shown_form(const gloo::transport::Address& address) {
   if (storage.ss_family == AF_INET) {
     const auto* v4 = reinterpret_cast<const sockaddr_in*>(&storage);
     inet_ntop(AF_INET, &v4->sin_addr, text, sizeof text);
-    return std::string(text) + ":" + std::to_string(ntohs(v4->sin_port));
+    return rendezvous::format_endpoint(text, ntohs(v4->sin_port));
   }
   if (storage.ss_family == AF_INET6) {
     const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&storage);
     inet_ntop(AF_INET6, &v6->sin6_addr, text, sizeof text);
-    return "[" + std::string(text) + "]:" + std::to_string(ntohs(v6->sin6_port));
+    return rendezvous::format_endpoint(text, ntohs(v6->sin6_port));  // bracketed: "[::1]:41234"
   }
   return {};
 }
