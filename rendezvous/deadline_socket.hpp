@@ -11,16 +11,9 @@
 #include <string_view>
 #include <vector>
 
+#include "rendezvous/deadline.hpp"
+
 namespace ddprun::rendezvous {
-
-/// A call's deadline, with the timeout it came from for messages.
-struct Deadline {
-  std::chrono::steady_clock::time_point at;
-  std::chrono::milliseconds timeout;
-};
-
-/// The deadline `timeout` from now; a "forever" timeout (milliseconds::max()) does not overflow.
-Deadline deadline_after(std::chrono::milliseconds timeout);
 
 /// A failed call: `reason` is "timed out after 30 s" (timed_out) or what went wrong, e.g. "the store
 /// closed the connection". Internal; StoreClient's public functions turn it into StoreTimeout("store
@@ -29,9 +22,6 @@ struct CallFailed {
   std::string reason;
   bool timed_out = false;
 };
-
-/// "30 s", "250 ms" or "1.5 s", as messages show a timeout.
-std::string describe_duration(std::chrono::milliseconds duration);
 
 class DeadlineSocket {
  public:

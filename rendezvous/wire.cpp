@@ -224,6 +224,132 @@ void expect_shape(const Request& request, std::size_t keys, std::size_t values) 
   }
 }
 
+/// One pass over a reply, as Walk over a request: the framing pass (`out` null) checks lengths and
+/// values and allocates nothing; the filling pass, run once the reply is whole, copies the fields.
+class ReplyWalk {
+ public:
+  ReplyWalk(std::span<const std::uint8_t> in, const Limits& limits, Reply* out)
+      : in_(in), limits_(limits), out_(out) {}
+
+  DecodeStatus status = DecodeStatus::complete;
+  std::string error;
+  std::size_t pos = 0;
+  std::size_t need = 0;
+
+  bool reply(Op op, std::size_t keys);
+
+ private:
+  std::span<const std::uint8_t> in_;
+  const Limits& limits_;
+  Reply* out_;
+
+  bool invalid(std::string message) {
+    status = DecodeStatus::invalid;
+    error = std::move(message);
+    return false;
+  }
+
+  bool claim(std::size_t n) {
+    if (n > in_.size() - pos) {
+      status = DecodeStatus::need_more;
+      need = pos + n;
+      return false;
+    }
+    return true;
+  }
+
+  const std::uint8_t* take(std::size_t n) {
+    const std::uint8_t* at = in_.data() + pos;
+    pos += n;
+    return at;
+  }
+
+  bool number(std::int64_t value) {
+    if (out_ != nullptr) out_->number = value;
+    return true;
+  }
+
+  bool i64() {
+    if (!claim(8)) return false;
+    return number(get_i64(std::span<const std::uint8_t, 8>(take(8), 8)));
+  }
+
+  bool u32() {
+    if (!claim(4)) return false;
+    return number(get_u32(std::span<const std::uint8_t, 4>(take(4), 4)));
+  }
+
+  /// A u8 that must be `allowed` (or `also`): else "<OP> reply N where <allowed> was expected".
+  bool u8(Op op, std::uint8_t allowed, std::optional<std::uint8_t> also = std::nullopt) {
+    if (!claim(1)) return false;
+    const std::uint8_t got = *take(1);
+    if (got != allowed && got != also) {
+      std::string text = std::string(op_name(op)) + " reply " + std::to_string(got);
+      if (!also) text += " where " + std::to_string(allowed) + " was expected";
+      return invalid(std::move(text));
+    }
+    return number(got);
+  }
+
+  /// A u64 length, held to `max` before the bytes are awaited, then the bytes.
+  bool bytes(std::size_t max) {
+    if (!claim(8)) return false;
+    const std::uint64_t length = get_u64(std::span<const std::uint8_t, 8>(take(8), 8));
+    if (length > max) {
+      return invalid("a value of " + std::to_string(length) + " bytes, over the limit of " + std::to_string(max));
+    }
+    if (!claim(static_cast<std::size_t>(length))) return false;
+    const std::uint8_t* at = take(static_cast<std::size_t>(length));
+    if (out_ != nullptr) out_->values.emplace_back(reinterpret_cast<const char*>(at), static_cast<std::size_t>(length));
+    return true;
+  }
+};
+
+bool ReplyWalk::reply(Op op, std::size_t keys) {
+  switch (op) {
+    case Op::validate:
+    case Op::set:
+    case Op::append:
+    case Op::multi_set:
+    case Op::queue_push:
+      return true;
+    case Op::get:
+    case Op::compare_set:
+      return bytes(limits_.max_value_bytes);
+    case Op::add:
+    case Op::num_keys:
+    case Op::delete_key:
+    case Op::queue_len:
+      return i64();
+    case Op::check:
+      return u8(op, kCheckReady, kCheckNotReady);
+    case Op::wait:
+      return u8(op, kStopWaiting);
+    case Op::cancel_wait:
+      return u8(op, kWaitCanceled);
+    case Op::watch_key:
+      return u8(op, kWatchRegistered);
+    case Op::ping:
+      return u32();
+    case Op::multi_get:
+      if (out_ != nullptr) out_->values.reserve(keys);  // the framing pass saw all of them present
+      for (std::size_t i = 0; i < keys; ++i) {
+        if (!bytes(limits_.max_value_bytes)) return false;
+      }
+      return true;
+    case Op::queue_pop: {
+      if (!i64()) return false;
+      const std::int64_t length = get_i64(std::span<const std::uint8_t, 8>(in_.data() + pos - 8, 8));
+      return length <= 0 || bytes(limits_.max_value_bytes);
+    }
+    case Op::auth_challenge:
+      return bytes(kMaxAuthReplyBytes);
+    case Op::auth_response:
+      return u8(op, 1) && bytes(kMaxAuthReplyBytes);
+  }
+  return invalid("a reply to an unknown request");
+}
+
 }  // namespace
 
 std::string_view op_name(Op op) {
@@ -277,6 +403,22 @@ Decoded decode_request(Dialect dialect, std::span<const std::uint8_t> bytes, con
   }
   Walk fill(bytes, limits, &result.request);
   fill.request(dialect);  // cannot fail: the framing pass saw every field whole and within limits
+  result.status = DecodeStatus::complete;
+  result.consumed = fill.pos;
+  return result;
+}
+
+DecodedReply decode_reply(Op op, std::span<const std::uint8_t> bytes, const Limits& limits, std::size_t keys) {
+  DecodedReply result;
+  ReplyWalk frame(bytes, limits, nullptr);
+  if (!frame.reply(op, keys)) {
+    result.status = frame.status;
+    result.error = std::move(frame.error);
+    result.need_at_least = frame.need;
+    return result;
+  }
+  ReplyWalk fill(bytes, limits, &result.reply);
+  fill.reply(op, keys);  // cannot fail: the framing pass saw every field whole and valid
   result.status = DecodeStatus::complete;
   result.consumed = fill.pos;
   return result;

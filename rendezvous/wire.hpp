@@ -117,6 +117,42 @@ inline constexpr std::uint8_t kStopWaiting = 0;
 inline constexpr std::uint8_t kWaitCanceled = 1;
 inline constexpr std::uint8_t kWatchRegistered = 3;
 
+/// The longest AUTH_CHALLENGE nonce or AUTH_RESPONSE proof a client takes (both are 32 bytes in v1).
+inline constexpr std::size_t kMaxAuthReplyBytes = 1024;
+
+/// One decoded reply. Field use by op:
+///   number: the i64 of ADD, GETNUMKEYS, DELETE_KEY, QUEUE_LEN; QUEUE_POP's length before the pop;
+///           the u8 of CHECK, WAIT, CANCEL_WAIT, WATCH_KEY, AUTH_RESPONSE; PING's u32 nonce
+///   values: GET, COMPARE_SET, AUTH_CHALLENGE {bytes}; AUTH_RESPONSE {server proof}; MULTI_GET the
+///           n values; QUEUE_POP {bytes} when number > 0
+struct Reply {
+  std::int64_t number = 0;
+  std::vector<std::string> values;
+
+  friend bool operator==(const Reply&, const Reply&) = default;
+};
+
+struct DecodedReply {
+  DecodeStatus status = DecodeStatus::need_more;
+  std::size_t consumed = 0;  ///< for `complete`: bytes of the input the reply used
+  Reply reply;
+  /// For `invalid`: what the store answered, as a client's message shows it ("a value of 9 bytes,
+  /// over the limit of 8", "CHECK reply 7", "WAIT reply 1 where 0 was expected").
+  std::string error;
+  /// For `need_more`: the input must reach at least this many bytes before decoding can get further.
+  std::size_t need_at_least = 0;
+};
+
+/// Decodes the reply to an `op` request at the front of `bytes` (`keys`: how many keys a MULTI_GET
+/// asked for; ignored for other ops). A value's length is held to `limits.max_value_bytes`
+/// (AUTH_CHALLENGE's and AUTH_RESPONSE's to kMaxAuthReplyBytes) as soon as it is read, and a u8 reply
+/// must be one the protocol allows (CHECK: kCheckReady or kCheckNotReady; WAIT: kStopWaiting;
+/// CANCEL_WAIT: kWaitCanceled; WATCH_KEY: kWatchRegistered; AUTH_RESPONSE: 1), else `invalid`.
+/// Ops with no reply (SET, APPEND, MULTI_SET, QUEUE_PUSH, VALIDATE) are `complete` with nothing
+/// consumed. Every proper prefix of a reply is `need_more`; memory used is proportional to the bytes
+/// present, never to a length the peer claims. Pure: no I/O.
+DecodedReply decode_reply(Op op, std::span<const std::uint8_t> bytes, const Limits& limits, std::size_t keys = 0);
+
 /// WATCH_KEY pushes (PyTorch 1.13/2.0 WatchResponseType), sent unasked on the connection that
 /// registered the watch: u8 type, bytes key, bytes old value, bytes new value.
 inline constexpr std::uint8_t kWatchKeyUpdated = 0;   ///< old = previous value, new = value now
