@@ -14,18 +14,22 @@
 #include "launcher/console.hpp"
 #include "launcher/error_file.hpp"
 #include "launcher/errors.hpp"
-#include "launcher/failure_rule.hpp"
 #include "launcher/forward_rule.hpp"
+#include "launcher/guardian.hpp"
+#include "launcher/job_cgroup.hpp"
 #include "launcher/output_plan.hpp"
 #include "launcher/reaper.hpp"
 #include "launcher/signal_names.hpp"
+#include "launcher/stdin_forwarder.hpp"
 #include "launcher/terminal_window.hpp"
 #include "launcher/verbose.hpp"
 #include "launcher/worker_env.hpp"
-#include "rendezvous/auth.hpp"
+#include "launcher/worker_group.hpp"
 #include "rendezvous/endpoint.hpp"
+#include "rendezvous/node_membership.hpp"
 #include "rendezvous/open_file_limit.hpp"
-#include "rendezvous/store_error.hpp"
+#include "rendezvous/error.hpp"
+#include "rendezvous/store_server.hpp"
 
 namespace asio = boost::asio;
 
@@ -51,7 +55,49 @@ Agent::Agent(AgentPlan plan)
       finish_timer_(io_),
       child_exits_(io_, SIGCHLD),
       stop_signals_(io_),
-      oom_(OomWatch::for_this_process()) {}
+      oom_(OomWatch::for_this_process()) {
+  state_.multi_node = plan_.config.topology.multi_node;
+  state_.max_restarts = plan_.config.max_restarts;
+}
+
+Agent::~Agent() = default;
+
+void Agent::dispatch(SupervisorEvent event) {
+  pending_events_.push_back(std::move(event));
+  if (dispatching_) return;
+  dispatching_ = true;
+  while (!pending_events_.empty()) {
+    SupervisorEvent next_event = std::move(pending_events_.front());
+    pending_events_.pop_front();
+    for (const SupervisorAction& action : next(state_, next_event)) perform(action);
+  }
+  dispatching_ = false;
+}
+
+void Agent::perform(const SupervisorAction& action) {
+  struct Performer {
+    Agent& a;
+    void operator()(const action::StartGroup&) const { a.start_attempt(); }
+    void operator()(const action::StopGroup& s) const { a.group_->stop(s.signo, grace_of(a.plan_.config)); }
+    void operator()(const action::KillGroup&) const { a.group_->stop(SIGKILL, std::chrono::milliseconds(0)); }
+    void operator()(const action::KillRunning&) const { a.group_->signal_running(SIGKILL); }
+    void operator()(const action::RecordFailure& r) const { a.record_failure(r.exit, r.rank); }
+    void operator()(const action::ReportFailure& r) const { a.membership_->report_failure(r.end); }
+    void operator()(const action::MarkFinished&) const { a.membership_->mark_finished(); }
+    void operator()(const action::JoinRound&) const { a.begin_join(); }
+    void operator()(const action::EnterRound& e) const { a.enter_round(e.decision); }
+    void operator()(const action::CloseRound&) const { a.close_round(); }
+    void operator()(const action::Leave& l) const { a.leave(l.end); }
+    void operator()(const action::LingerStore&) const { a.linger_store_ = true; }
+    void operator()(const action::Print& p) const { print_line(p.text); }
+    void operator()(const action::PrintFailureSummary&) const {
+      write_stderr(format_failure_summary(a.plan_.config.program, a.failures_));
+    }
+    void operator()(const action::Finish& f) const { a.finish(f.impatient); }  // run() returns state_.exit_status
+    void operator()(const action::StopLoop&) const { a.io_.stop(); }
+  };
+  std::visit(Performer{*this}, action);
+}
 
 int Agent::run() {
   const LaunchConfig& config = plan_.config;
@@ -81,7 +127,7 @@ int Agent::run() {
   wait_child_exits();
   wait_stop_signals();
 
-  const bool multi_node = plan_.multi_node;
+  const bool multi_node = config.topology.multi_node;
   // First: a busy port fails the job before anything is created.
   if (multi_node) {
     start_rendezvous();
@@ -91,14 +137,10 @@ int Agent::run() {
   logs_.emplace(config.log_dir, config.rdzv_id);
   if (config.verbose) print_launch_config();
 
-  if (defaults_omp_num_threads(plan_.env, config.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
+  if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
 
   try {
-    if (multi_node) {
-      begin_join();
-    } else {
-      start_attempt();
-    }
+    dispatch(event::Started{});
     io_.run();
   } catch (...) {
     if (group_) group_->signal_running(SIGKILL);
@@ -110,13 +152,15 @@ int Agent::run() {
   io_.poll();
 
   clean_up();
-  membership_.reset();  // its threads end before the stores they may be talking to
+  membership_.reset();  // its connections close before the stores they may be talking to
+  io_.restart();
+  io_.poll();  // what the membership's cancelled operations left to run
   if (worker_store_) worker_store_->stop();
   // The job ended on every node: the others may still be reading that end from our store.
   if (store_ && linger_store_) store_->wait_until_idle(close_timeout_);
   if (store_) store_->stop();
-  if (exit_status_ == kExitSuccess) logs_->remove_if_temporary();
-  return exit_status_;
+  if (state_.exit_status == kExitSuccess) logs_->remove_if_temporary();
+  return state_.exit_status;
 }
 
 void Agent::clean_up() {
@@ -135,21 +179,17 @@ void Agent::start_store() {
   // the port is held from now until the job ends, with no release-and-rebind race.
   PortReservation reservation(io_, master_addr_, config.standalone ? 0 : config.master_port);
   master_port_number_ = reservation.port();
-  world_size_ = config.nproc_per_node;  // one node: ranks 0..nproc-1
+  world_size_ = config.topology.nproc_per_node;  // one node: ranks 0..nproc-1
   rendezvous::StoreServerOptions options;
   options.host = master_addr_;
   options.port = master_port_number_;
-  try {
-    options.token =
-        rendezvous::auth::token_from_environment([this](const char* name) { return lookup(plan_.env, name); });
-  } catch (const rendezvous::StoreError& error) {
-    throw UsageError(error.what());  // DDPRUN_STORE_TOKEN(_FILE) set wrongly: the user's setting to fix
-  }
+  options.token = config.store_token;
   rendezvous::raise_open_file_limit();  // one connection per worker, and per worker thread in some trainers
   try {
     store_ = std::make_unique<rendezvous::StoreServer>(options, reservation.take_socket());
-  } catch (const rendezvous::StoreError& error) {
-    throw LaunchError(error.what());
+  } catch (const rendezvous::Error& error) {
+    throw LaunchError("cannot serve the store on " + rendezvous::format_endpoint(master_addr_, master_port_number_) +
+                      ": " + error.what());
   }
   store_->start();
 }
@@ -157,11 +197,11 @@ void Agent::start_store() {
 std::vector<WorkerSpec> Agent::worker_specs() const {
   const LaunchConfig& config = plan_.config;
   std::vector<WorkerSpec> specs;
-  for (int local_rank = 0; local_rank < config.nproc_per_node; ++local_rank) {
+  for (int local_rank = 0; local_rank < config.topology.nproc_per_node; ++local_rank) {
     WorkerSpec spec;
     spec.local_rank = local_rank;
     spec.rank = rank_base_ + local_rank;
-    spec.local_world_size = config.nproc_per_node;
+    spec.local_world_size = config.topology.nproc_per_node;
     spec.world_size = world_size_;
     spec.group_rank = group_rank_;
     spec.group_world_size = group_world_size_;
@@ -170,11 +210,11 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
     spec.role_world_size = spec.world_size;
     spec.master_addr = master_addr_;
     spec.master_port = master_port_number_;
-    spec.restart_count = attempt_is_round_ ? attempt_ : restart_count_;
+    spec.restart_count = attempt_is_round_ ? attempt_ : state_.restart_count;
     spec.max_restarts = config.max_restarts;
     spec.run_id = config.rdzv_id;
     spec.use_agent_store = true;
-    spec.cuda_visible_devices = plan_.devices.at(static_cast<std::size_t>(local_rank));
+    spec.cuda_visible_devices = config.devices.at(static_cast<std::size_t>(local_rank));
     spec.executable = plan_.command.executable;
     spec.argv = substitute_local_rank(plan_.command.argv, local_rank);
     spec.terminal = worker_terminal_;
@@ -211,8 +251,7 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
 }
 
 void Agent::start_attempt() {
-  if (finishing_) return;  // only the console's last lines are still going out: start nothing
-  phase_ = Phase::running;
+  if (!plan_.config.topology.multi_node) attempt_ = state_.restart_count;
   failures_.clear();
   attempt_log_files_.clear();
   error_files_.clear();
@@ -222,12 +261,17 @@ void Agent::start_attempt() {
 
   // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
   // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
-  if (store_ && !membership_ && restart_count_ > 0) store_->clear();  // multi-node: a fresh worker store per round
+  if (store_ && !membership_ && state_.restart_count > 0) store_->clear();  // multi-node: a fresh worker store per round
   oom_kills_seen_ = oom_.read_kills();
   WorkerGroupHandlers handlers;
   handlers.on_exit = [this](const WorkerExit& exit) { on_worker_exit(exit); };
-  handlers.on_done = [this] { on_group_done(); };
-  handlers.on_start_failed = [this](const std::string& message) { on_start_failed(message); };
+  handlers.on_done = [this] {
+    // The group's own handler is on the stack: let it go once this event is over.
+    asio::post(io_, [retired = std::move(group_)] {});
+    attempt_log_files_.clear();
+    dispatch(event::GroupDone{});
+  };
+  handlers.on_start_failed = [this](const std::string& message) { dispatch(event::StartFailed{message}); };
   handlers.on_log_error = [this](const LogWriteError& error) { on_log_error(error); };
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
@@ -251,7 +295,7 @@ void Agent::start_attempt() {
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
   if (plan_.config.verbose) {
-    print_line(describe_attempt_start(attempt_, restart_count_, plan_.config.max_restarts, static_cast<int>(count)));
+    print_line(describe_attempt_start(attempt_, state_.restart_count, plan_.config.max_restarts, static_cast<int>(count)));
   }
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}, {}};
@@ -264,15 +308,6 @@ void Agent::start_attempt() {
     if (plan_.config.verbose) being_started_ = worker.spec;
     return worker;
   });
-}
-
-void Agent::on_start_failed(const std::string& message) {
-  if (!fatal_error_.empty()) return;
-  fatal_error_ = message;
-  if (phase_ == Phase::stopping_for_signal) return;  // already stopping; the signal decides the status
-  phase_ = Phase::stopping_after_failure;
-  // Multi-node: once the group is done, the others are told this node cannot start (a fatal end).
-  group_->stop(SIGKILL, std::chrono::milliseconds(0));
 }
 
 void Agent::on_log_error(const LogWriteError& error) {
@@ -289,13 +324,7 @@ void Agent::wait_child_exits() {
     reap_exited_children([this](pid_t pid, int status) {
       if (group_) group_->on_child_exit(pid, status);
     });
-    if (!pending_failures_.empty() && phase_ == Phase::running) {
-      for (const auto& exit : pending_failures_) failures_.push_back(describe_failure(exit));
-      phase_ = Phase::stopping_after_failure;
-      group_->stop(SIGTERM, grace_of(plan_.config));
-      if (membership_) report_local_failure();
-    }
-    pending_failures_.clear();
+    dispatch(event::ReapBatchDone{});
     wait_child_exits();
   });
 }
@@ -303,14 +332,10 @@ void Agent::wait_child_exits() {
 void Agent::on_worker_exit(const WorkerExit& exit) {
   if (guardian_) guardian_->forget(exit.pid);
   if (stdin_) stdin_->remove_target(exit.pid);
-  if (exit.exitcode != 0 && phase_ == Phase::running) {
-    pending_failures_.push_back(exit);
-  } else if (phase_ == Phase::stopping_after_failure && fatal_error_.empty() &&
-             failed_on_its_own(exit.exitcode, exit.stop_signal_sent, exit.kill_sent)) {
-    // Failed at about the same time as the first, before it could have reacted to our stop.
-    failures_.push_back(describe_failure(exit));
-  }
+  dispatch(event::WorkerExited{exit, rank_base_ + exit.local_rank});
 }
+
+void Agent::record_failure(const WorkerExit& exit, int /*rank*/) { failures_.push_back(describe_failure(exit)); }
 
 WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
   WorkerFailure failure;
@@ -337,7 +362,7 @@ WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
 void Agent::wait_stop_signals() {
   stop_signals_.async_wait([this](const boost::system::error_code& ec, int signo) {
     if (ec) return;
-    on_stop_signal(signo);
+    dispatch(event::StopSignal{signo});
     wait_stop_signals();
   });
 }
@@ -366,61 +391,7 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
   if (group_) group_->signal_running(origin.signo);
 }
 
-void Agent::on_stop_signal(int signo) {
-  if (finishing_) {
-    // Only waiting for the console to take ddprun's last lines: nobody is reading them.
-    io_.stop();
-    return;
-  }
-  if (phase_ == Phase::stopping_for_signal) {
-    // Asked twice: the user will not wait for the grace period.
-    if (group_) group_->signal_running(SIGKILL);
-    return;
-  }
-  phase_ = Phase::stopping_for_signal;
-  stop_signal_ = signo;
-  if (group_) {
-    group_->stop(signo, grace_of(plan_.config));
-  } else if (membership_) {
-    // Joining a round, or waiting for the other nodes to finish: no workers to stop.
-    print_line("received " + signal_name(signo) +
-               (phase_ == Phase::joining ? " while joining a round" : " while waiting for the other nodes"));
-    finish(exit_status_for_signal(signo));
-  }
-}
-
-void Agent::on_group_done() {
-  // The group's own handler is on the stack: let it go once this event is over.
-  asio::post(io_, [retired = std::move(group_)] {});
-  attempt_log_files_.clear();
-  if (membership_) return on_group_done_in_round();
-
-  if (!fatal_error_.empty()) {
-    print_line(fatal_error_);
-    return finish(kExitJobFailed);
-  }
-  if (phase_ == Phase::stopping_for_signal) {
-    print_line("received " + signal_name(stop_signal_) + ", workers stopped");
-    return finish(exit_status_for_signal(stop_signal_));
-  }
-  if (failures_.empty()) return finish(kExitSuccess);
-
-  const WorkerFailure& first = failures_.front();
-  if (restart_count_ < plan_.config.max_restarts) {
-    attempt_ = ++restart_count_;
-    print_line("rank " + std::to_string(first.rank) + " failed (" + describe_exitcode(first.exitcode) +
-               "); restarting the worker group, restart " + std::to_string(restart_count_) + " of " +
-               std::to_string(plan_.config.max_restarts));
-    return start_attempt();
-  }
-  write_stderr(format_failure_summary(plan_.config.program, failures_));
-  finish(kExitJobFailed);
-}
-
-void Agent::finish(int exit_status) {
-  if (finishing_) return;
-  finishing_ = true;
-  exit_status_ = exit_status;
+void Agent::finish(bool impatient) {
   if (!log_errors_.empty()) {
     const LogWriteError& first = log_errors_.front();
     print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +
@@ -430,7 +401,7 @@ void Agent::finish(int exit_status) {
   // them do: a paused pager gets them when it resumes. The wait never blocks the loop, so a signal
   // ends it: then the user wants ddprun gone, and a stalled console gets a moment only.
   console_->when_drained([this] { io_.stop(); });
-  if (phase_ == Phase::stopping_for_signal) give_up_on_a_stalled_console();
+  if (impatient) give_up_on_a_stalled_console();
 }
 
 void Agent::give_up_on_a_stalled_console() {
@@ -447,8 +418,8 @@ void Agent::print_launch_config() const {
   facts.executable = plan_.command.executable;
   facts.argv = plan_.command.argv;
   if (plan_.command.python) facts.interpreter = describe_python(*plan_.command.python);
-  facts.device_source = plan_.device_source;
-  if (!plan_.multi_node) facts.master = rendezvous::format_endpoint(master_addr_, master_port_number_);
+  facts.device_source = plan_.config.device_source;
+  if (!plan_.config.topology.multi_node) facts.master = rendezvous::format_endpoint(master_addr_, master_port_number_);
   facts.log_dir = logs_->run_dir().string();
   for (const auto& line : describe_launch_config(plan_.config, facts)) print_line(line);
 }

@@ -7,7 +7,6 @@
 
 #include "launcher/console_output.hpp"
 #include "launcher/launch_config.hpp"
-#include "launcher/signal_names.hpp"
 
 namespace ddprun::launcher {
 
@@ -17,12 +16,6 @@ inline void print_line(const std::string& text) { write_stderr("ddprun: " + text
 /// --shutdown-timeout as a duration.
 inline std::chrono::milliseconds grace_of(const LaunchConfig& config) {
   return std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000.0));
-}
-
-/// "exit code 3" or "killed by SIGKILL".
-inline std::string describe_exitcode(int exitcode) {
-  if (exitcode < 0) return "killed by " + signal_name(-exitcode);
-  return "exit code " + std::to_string(exitcode);
 }
 
 }  // namespace ddprun::launcher
