@@ -184,6 +184,81 @@ TEST(SupervisorTable, CoversEveryPair) {
   }
 }
 
+/// Whole lives, event after event, from a fresh state: the table's rows chained as the agent sees them.
+std::vector<std::string> life(SupervisorState& state, const std::vector<SupervisorEvent>& events) {
+  std::vector<std::string> lines;
+  for (const auto& e : events) {
+    std::string joined;
+    for (const auto& action : next(state, e)) {
+      if (!joined.empty()) joined += " | ";
+      joined += describe_action(action);
+    }
+    lines.push_back(joined);
+  }
+  return lines;
+}
+
+TEST(SupervisorLife, SingleNodeRestartsUntilNoneAreLeftThenFails) {
+  SupervisorState s;
+  s.max_restarts = 1;
+  auto failed_batch = [](int local_rank) -> std::vector<SupervisorEvent> {
+    return {event::WorkerExited{exit_of(local_rank, 1), local_rank}, event::ReapBatchDone{},
+            event::WorkerExited{exit_of(1 - local_rank, -SIGTERM, SIGTERM), 1 - local_rank}, event::GroupDone{}};
+  };
+  std::vector<SupervisorEvent> events = {event::Started{}};
+  for (auto& e : failed_batch(1)) events.push_back(e);
+  for (auto& e : failed_batch(0)) events.push_back(e);
+  EXPECT_EQ(life(s, events), (std::vector<std::string>{
+                                 "start",
+                                 "", "record(rank 1) | stop(SIGTERM)", "",
+                                 "print(rank 1 failed (exit code 1); restarting the worker group, restart 1 of 1) | start",
+                                 "", "record(rank 0) | stop(SIGTERM)", "",
+                                 "summary | finish(1)",
+                             }));
+  EXPECT_EQ(s.exit_status, 1);
+}
+
+TEST(SupervisorLife, MultiNodeFailureHereRestartsEveryNodeThroughANewRound) {
+  SupervisorState s;
+  s.multi_node = true;
+  s.max_restarts = 3;
+  s.node_id = kSelf;
+  s.node_description = "hostA (10.0.0.1)";
+  const RoundEnd failure{EndKind::failure, kSelf, "rank 1 failed on node hostA (10.0.0.1) (exit code 1), restart 1 of 3"};
+  EXPECT_EQ(life(s, {event::Started{}, event::RoundFormed{decision(0, 0)}, event::WorkerExited{exit_of(1, 1), 1},
+                     event::ReapBatchDone{}, event::GroupDone{}, event::RoundEnded{0, failure},
+                     event::RoundFormed{decision(1, 1)}, event::GroupDone{}, event::RoundEnded{1, RoundEnd{EndKind::finished, "x", "done"}}}),
+            (std::vector<std::string>{
+                "join",
+                "enter(round 0) | start",
+                "",
+                "record(rank 1) | stop(SIGTERM) | report(failure: rank 1 failed on node hostA (10.0.0.1) (exit code 1), restart 1 of 3)",
+                "",
+                "print(rank 1 failed on node hostA (10.0.0.1) (exit code 1), restart 1 of 3; restarting the workers on every node) | close-round | join",
+                "enter(round 1) | start",
+                "mark-finished",
+                "linger | finish(0)",
+            }));
+  EXPECT_EQ(s.restart_count, 1);
+}
+
+TEST(SupervisorLife, SecondSignalWhileLeavingDoesNotWaitForTheStore) {
+  SupervisorState s;
+  s.multi_node = true;
+  s.node_id = kSelf;
+  s.node_description = "hostA (10.0.0.1)";
+  EXPECT_EQ(life(s, {event::Started{}, event::RoundFormed{decision(2, 0)}, event::StopSignal{SIGINT}, event::GroupDone{},
+                     event::StopSignal{SIGINT}, event::LeaveDone{}}),
+            (std::vector<std::string>{
+                "join",
+                "enter(round 2) | start",
+                "stop(SIGINT)",
+                "print(received SIGINT, workers stopped) | leave(left: node hostA (10.0.0.1) left (SIGINT))",
+                "print(received SIGINT while leaving the round) | finish(130, impatient)",
+                "",
+            }));
+}
+
 /// DDPRUN_PRINT_SUPERVISOR_TABLE=1: prints every pair's outcome as table rows, to review by hand
 /// when the rules change.
 TEST(SupervisorTable, PrintWhenAsked) {
