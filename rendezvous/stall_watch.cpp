@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "rendezvous/deadline_socket.hpp"  // describe_duration
+#include "rendezvous/deadline.hpp"  // describe_duration
 
 namespace ddprun::rendezvous {
 

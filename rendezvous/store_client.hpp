@@ -2,8 +2,9 @@
 /// StoreClient: the blocking TCPStore client of ddprun's agents and workers (the current dialect;
 /// PyTorch 1.13's legacy dialect as a fallback that workers ask for, see legacy_fallback).
 ///
-/// Every operation has a deadline: the client drives its own io_context with run_until(deadline),
-/// so a dead or silent store ends in a StoreTimeout or StoreError, never a hang.
+/// A thin wrapper: the AsyncStoreClient (async_store_client.hpp) on an io_context of its own, which
+/// each call runs until its coroutine completes. So the protocol, deadlines (a dead or silent store
+/// ends in a StoreTimeout or StoreError, never a hang) and messages are that client's.
 ///
 /// Keys: like PyTorch's TCPStore client, every user key is sent as "/" + key, so that a Python
 /// client's set("foo") and this client's get("foo") meet (the server holds "/foo").
