@@ -290,7 +290,7 @@ void Agent::start_attempt() {
   SpawnSettings spawn_settings;
   spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
   spawn_settings.window = terminal_window();
-  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), spawn_settings);
+  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), plan_.env, spawn_settings);
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
@@ -298,12 +298,11 @@ void Agent::start_attempt() {
     print_line(describe_attempt_start(attempt_, state_.restart_count, plan_.config.max_restarts, static_cast<int>(count)));
   }
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
-    PreparedWorker worker{specs[i], {}, {}};
+    PreparedWorker worker{specs[i], {}};
     auto dir = logs_->worker_dir(attempt_, worker.spec.local_rank);
     worker.spec.error_file = (dir / "error.json").string();
     worker.spec.progress_file = (dir / "progress").string();
     error_files_.at(i) = worker.spec.error_file;
-    worker.env = build_worker_env(plan_.env, worker.spec);
     worker.routes = open_routes(worker.spec.local_rank, dir);
     if (plan_.config.verbose) being_started_ = worker.spec;
     return worker;

@@ -14,6 +14,7 @@
 #include "launcher/errors.hpp"
 #include "launcher/live_region.hpp"
 #include "launcher/safe_kill.hpp"
+#include "launcher/worker_env.hpp"
 #include "launcher/worker_process.hpp"
 
 namespace asio = boost::asio;
@@ -74,8 +75,14 @@ struct WorkerGroup::Worker {
   asio::steady_timer drain_timer;
 };
 
-WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers, SpawnSettings spawn_settings)
-    : io_(io), handlers_(std::move(handlers)), spawn_settings_(spawn_settings), kill_timer_(io), spawn_timer_(io) {}
+WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers, Environ base_env,
+                         SpawnSettings spawn_settings)
+    : io_(io),
+      handlers_(std::move(handlers)),
+      base_env_(std::move(base_env)),
+      spawn_settings_(spawn_settings),
+      kill_timer_(io),
+      spawn_timer_(io) {}
 
 // Handlers still queued (cancelled reads and timers) hold the workers by shared_ptr and see the
 // group gone through `life_`, so destroying a group with work in flight is safe.
@@ -107,7 +114,7 @@ void WorkerGroup::spawn_batch() {
     PreparedWorker prepared;
     try {
       prepared = prepare_(i);
-      spawned = spawn_worker(prepared.spec, prepared.env, spawn_settings_);
+      spawned = spawn_worker(prepared.spec, build_worker_env(base_env_, prepared.spec), spawn_settings_);
     } catch (const LaunchError& error) {
       starting_ = false;
       prepare_ = nullptr;

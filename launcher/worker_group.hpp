@@ -54,10 +54,10 @@ struct WorkerGroupHandlers {
   std::function<void(const std::string&)> on_pty_unavailable;
 };
 
-/// What one worker needs to start, made just before it starts.
+/// What one worker needs to start, made just before it starts. Its environment is the group's
+/// base environment with the spec's variables (build_worker_env), made by the group.
 struct PreparedWorker {
   WorkerSpec spec;
-  Environ env;
   WorkerRoutes routes;
 };
 
@@ -67,7 +67,9 @@ using WorkerPreparer = std::function<PreparedWorker(std::size_t index)>;
 
 class WorkerGroup {
  public:
-  WorkerGroup(boost::asio::io_context& io, WorkerGroupHandlers handlers, SpawnSettings spawn_settings = {});
+  /// `base_env`: the environment every worker starts from (ddprun's own, as the agent keeps it).
+  WorkerGroup(boost::asio::io_context& io, WorkerGroupHandlers handlers, Environ base_env,
+              SpawnSettings spawn_settings = {});
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -110,6 +112,7 @@ class WorkerGroup {
 
   boost::asio::io_context& io_;
   WorkerGroupHandlers handlers_;
+  Environ base_env_;
   SpawnSettings spawn_settings_;
   std::vector<std::shared_ptr<Worker>> workers_;
   WorkerPreparer prepare_;
