@@ -1,12 +1,12 @@
 #pragma once
 /// Errors of the rendezvous: each message says what the user can do (who joined, who is missing,
 /// which node finished the job, which run id the store belongs to).
-#include <stdexcept>
+#include "rendezvous/error.hpp"
 
 namespace ddprun::rendezvous {
 
-struct RendezvousError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct RendezvousError : Error {
+  using Error::Error;
 };
 
 /// The job this node wants to join has already ended (finished or failed) on the other nodes.

@@ -1,12 +1,12 @@
 #pragma once
 /// Errors of the store, client and server side. Messages name the operation, the key and the
 /// address, so that a user can tell which rank waited for what where.
-#include <stdexcept>
+#include "rendezvous/error.hpp"
 
 namespace ddprun::rendezvous {
 
-struct StoreError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct StoreError : Error {
+  using Error::Error;
 };
 
 /// An operation did not complete within its timeout (the connection stays usable).
