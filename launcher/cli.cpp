@@ -14,9 +14,13 @@
 
 #include "launcher/cli_options.hpp"
 #include "launcher/cli_spelling.hpp"
+#include "launcher/cli_values.hpp"
 #include "launcher/devices.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/program.hpp"
+#include "launcher/text.hpp"
+#include "rendezvous/auth.hpp"
+#include "rendezvous/store_error.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -33,43 +37,43 @@ struct Raw {
 
 [[noreturn]] void reject(const Raw& raw, std::string_view why) { reject_value(raw.value, raw.label, why); }
 
-/// The command-line results of CLI11 and the environment, looked up by option.
+/// The command-line results of CLI11 and the environment, by option handle.
 class Settings {
  public:
   explicit Settings(const Environ& env) : env_(env) {}
 
-  void bind(const OptionSpec& spec, CLI::Option* option) { options_.emplace_back(&spec, option); }
+  void bind(Option option, CLI::Option* given) { given_[static_cast<std::size_t>(option)] = given; }
 
-  std::optional<Raw> get(std::string_view name) const {
-    for (const auto& [spec, option] : options_) {
-      if (spec->name != name) continue;
-      if (option->count() > 0) {
-        const std::string& value = option->results().back();
-        // `--log-dir=` from a template: the default, not the PET_* value (torchrun: the command line wins).
-        if (value.empty() && spec->empty_is_default) return std::nullopt;
-        return Raw{value, dash_name(*spec)};
-      }
-      std::string pet = pet_name(*spec);
-      if (auto value = lookup(env_, pet); value && !value->empty()) {
-        return Raw{*value, dash_name(*spec) + " (from " + pet + ")"};
-      }
-      return std::nullopt;
+  /// The option's value and where it came from; nothing when neither the command line nor its
+  /// PET_* variable gives one.
+  std::optional<Raw> get(Option option) const {
+    const OptionSpec& spec = spec_of(option);
+    const CLI::Option* given = given_[static_cast<std::size_t>(option)];
+    if (given->count() > 0) {
+      const std::string& value = given->results().back();
+      // `--log-dir=` from a template: the default, not the PET_* value (torchrun: the command line wins).
+      if (value.empty() && spec.empty_is_default) return std::nullopt;
+      return Raw{value, dash_name(spec)};
     }
-    throw std::logic_error("ddprun: option table has no " + std::string(name));
+    std::string pet = pet_name(spec);
+    if (auto value = lookup(env_, pet); value && !value->empty()) {
+      return Raw{*value, dash_name(spec) + " (from " + pet + ")"};
+    }
+    return std::nullopt;
   }
+
+  const Environ& environment() const { return env_; }
 
   /// A flag: given on the command line (CLI11 records "true", or the text after '='), or a
   /// PET_* boolean.
-  const Environ& environment() const { return env_; }
-
-  bool flag(std::string_view name) const {
-    auto raw = get(name);
+  bool flag(Option option) const {
+    auto raw = get(option);
     return raw && parse_boolean(raw->value, raw->label);
   }
 
  private:
   const Environ& env_;
-  std::vector<std::pair<const OptionSpec*, CLI::Option*>> options_;
+  std::array<const CLI::Option*, static_cast<std::size_t>(Option::count_)> given_{};  ///< every one bound
 };
 
 /// 16 random bytes laid out as a version-4 UUID.
@@ -185,9 +189,9 @@ bool loglevel_is_verbose(const Environ& env) {
 }
 
 ProgramMode decide_mode(const Settings& settings, const std::string& program, const Environ& env) {
-  bool module = settings.flag("module");
-  bool no_python = settings.flag("no-python");
-  bool run_path = settings.flag("run-path");
+  bool module = settings.flag(Option::module);
+  bool no_python = settings.flag(Option::no_python);
+  bool run_path = settings.flag(Option::run_path);
   if (module && no_python) throw UsageError("--no-python: cannot be used with -m/--module (a module needs python)");
   if (run_path && no_python) throw UsageError("--run-path: cannot be used with --no-python (it runs python)");
   if (run_path && module) throw UsageError("--run-path: cannot be used with -m/--module (it runs a file)");
@@ -198,38 +202,43 @@ ProgramMode decide_mode(const Settings& settings, const std::string& program, co
 }
 
 void fill_membership(LaunchConfig& config, const Settings& settings) {
-  if (auto raw = settings.get("nnodes")) {
-    std::tie(config.min_nodes, config.max_nodes) = parse_nnodes(raw->value, raw->label);
+  Topology& topology = config.topology;
+  if (auto raw = settings.get(Option::nnodes)) {
+    std::tie(topology.min_nodes, topology.max_nodes) = parse_nnodes(raw->value, raw->label);
   }
-  if (auto raw = settings.get("master-addr")) {
+  if (auto raw = settings.get(Option::master_addr)) {
     require_non_empty(raw->value, raw->label);
     config.master_addr = raw->value;
   }
-  if (auto raw = settings.get("master-port")) {
+  if (auto raw = settings.get(Option::master_port)) {
     config.master_port = integer_in(raw->value, raw->label, 0, 65535, "is not a port number (0..65535)");
   }
-  if (auto raw = settings.get("rdzv-conf")) config.rdzv_conf = parse_rdzv_conf(raw->value, raw->label);
-  if (auto raw = settings.get("local-addr")) config.local_addr = raw->value;
+  if (auto raw = settings.get(Option::rdzv_conf)) {
+    config.rdzv_conf = parse_rdzv_conf(raw->value, raw->label, config.rendezvous);
+  }
+  if (auto raw = settings.get(Option::local_addr)) config.local_addr = raw->value;
 
-  config.standalone = settings.flag("standalone");
+  config.standalone = settings.flag(Option::standalone);
   if (config.standalone) {
     // torchrun ignores the user's rendezvous values here; so does ddprun, unvalidated.
-    if (config.max_nodes > 1) {
-      auto raw = settings.get("nnodes");
+    if (topology.max_nodes > 1) {
+      auto raw = settings.get(Option::nnodes);
       throw UsageError("--standalone: runs one node, but " + raw->label + " asks for " + raw->value);
     }
-    config.rdzv_backend = "c10d";
-    config.rdzv_endpoint = "localhost:0";
+    config.rdzv_backend = RdzvBackend::c10d;
+    config.rdzv_endpoint = rendezvous::Endpoint{"localhost", 0};
     config.rdzv_id = random_run_id();
   } else {
-    if (auto raw = settings.get("rdzv-backend")) {
-      if (raw->value != "static" && raw->value != "c10d") reject(*raw, "is not a rendezvous backend (static, c10d)");
-      config.rdzv_backend = raw->value;
+    if (auto raw = settings.get(Option::rdzv_backend)) {
+      if (raw->value == "static") config.rdzv_backend = RdzvBackend::static_;
+      else if (raw->value == "c10d") config.rdzv_backend = RdzvBackend::c10d;
+      else reject(*raw, "is not a rendezvous backend (static, c10d)");
     }
-    if (auto raw = settings.get("rdzv-endpoint")) {
-      config.rdzv_endpoint = canonical_endpoint(raw->value, 29400, raw->label);
+    // Blank text (a template's "$UNSET " or PET_RDZV_ENDPOINT=" ") leaves it unset, as "--rdzv-endpoint=" does.
+    if (auto raw = settings.get(Option::rdzv_endpoint); raw && !trim(raw->value).empty()) {
+      config.rdzv_endpoint = parse_endpoint(raw->value, kDefaultRdzvPort, raw->label);
     }
-    if (auto raw = settings.get("rdzv-id"); raw && raw->value.empty()) {
+    if (auto raw = settings.get(Option::rdzv_id); raw && raw->value.empty()) {
       // Only the command line gives an empty value (an empty PET_* is unset): `--rdzv-id=` from a
       // template. torchrun then makes up a random id, so does ddprun.
       config.rdzv_id = random_decimal_run_id();
@@ -241,78 +250,134 @@ void fill_membership(LaunchConfig& config, const Settings& settings) {
       config.rdzv_id = raw->value;
     }
   }
-  if (auto raw = settings.get("node-rank")) {
-    config.node_rank = integer_in(raw->value, raw->label, 0, kIntMax, "is not a node rank (an integer >= 0)");
-    if (config.node_rank >= config.max_nodes) {
-      reject(*raw, "is not below the number of nodes, " + std::to_string(config.max_nodes) + " (--nnodes)");
+  if (auto raw = settings.get(Option::node_rank)) {
+    topology.node_rank = integer_in(raw->value, raw->label, 0, kIntMax, "is not a node rank (an integer >= 0)");
+    if (topology.node_rank >= topology.max_nodes) {
+      reject(*raw, "is not below the number of nodes, " + std::to_string(topology.max_nodes) + " (--nnodes)");
     }
   }
 }
 
+/// The rendezvous as the agent runs it, from the membership and worker values: whether rounds are
+/// needed, where the store is, and every rule of the rounds.
+void resolve_rendezvous(LaunchConfig& config) {
+  Topology& topology = config.topology;
+  const bool is_static = config.rdzv_backend == RdzvBackend::static_;
+  topology.multi_node = topology.max_nodes > 1 || (!is_static && !config.standalone);
+  if (is_static) {
+    config.store_endpoint = rendezvous::Endpoint{config.master_addr, config.master_port};
+  } else if (config.rdzv_endpoint) {
+    config.store_endpoint = *config.rdzv_endpoint;
+  } else {
+    // c10d without --standalone is always multi-node, and the nodes must meet somewhere.
+    throw UsageError("--rdzv-backend=c10d needs --rdzv-endpoint HOST[:PORT] (the machine that hosts the store)");
+  }
+  rendezvous::RendezvousSettings& rules = config.rendezvous;  // --rdzv-conf's keys are already in
+  rules.run_id = config.rdzv_id;
+  rules.is_static = is_static;
+  rules.min_nodes = topology.min_nodes;
+  rules.max_nodes = topology.max_nodes;
+  rules.max_restarts = config.max_restarts;
+  rules.static_rank = is_static ? topology.node_rank : -1;
+  // Static jobs with --worker-store agent (the default): workers use node 0's store on
+  // --master-port, as torchrun's do. c10d keeps a fresh store per round, as torchrun does.
+  rules.agent_worker_store = is_static && config.worker_store == WorkerStore::agent;
+}
+
+/// The CUDA_VISIBLE_DEVICES of each local rank: `visible` (nothing: devices 0..count-1) divided
+/// among the workers, --devices-per-worker each; with 0, every worker inherits the variable.
+void assign_worker_devices(LaunchConfig& config, const std::optional<VisibleDevices>& visible,
+                           const HostFacts& facts) {
+  const int nproc = config.topology.nproc_per_node;
+  config.devices.assign(static_cast<std::size_t>(nproc), std::nullopt);
+  if (config.devices_per_worker == 0) return;
+  std::vector<std::string> names;
+  if (visible) {
+    names = visible->names;
+  } else {
+    for (int i = 0; i < facts.device_count; ++i) names.push_back(std::to_string(i));
+  }
+  auto assigned = assign_devices(names, config.devices_per_worker, nproc, facts.device_source);
+  for (std::size_t i = 0; i < config.devices.size(); ++i) config.devices[i] = assigned.at(i);
+}
+
 void fill_workers(LaunchConfig& config, const Settings& settings, const HostFacts& host) {
-  if (auto raw = settings.get("devices-per-worker")) {
+  if (auto raw = settings.get(Option::devices_per_worker)) {
     config.devices_per_worker = integer_in(raw->value, raw->label, 0, kIntMax, "is not a count (an integer >= 0)");
   }
   HostFacts facts = host;  // the devices are counted only where the count matters
-  auto nproc = settings.get("nproc-per-node");
+  std::optional<VisibleDevices> counted;
+  auto nproc = settings.get(Option::nproc_per_node);
   if (facts.count_devices && (config.devices_per_worker > 0 || (nproc && (nproc->value == "gpu" || nproc->value == "auto")))) {
-    VisibleDevices found = facts.count_devices();
-    facts.device_count = static_cast<int>(found.names.size());
-    facts.device_source = found.source;
+    counted = facts.count_devices();
+    facts.device_count = static_cast<int>(counted->names.size());
+    facts.device_source = counted->source;
+    config.device_source = counted->source;
   }
-  if (nproc) config.nproc_per_node = parse_nproc(nproc->value, nproc->label, facts, config.devices_per_worker);
-  require_devices(config.devices_per_worker, config.nproc_per_node, facts.device_count, facts.device_source);
-  if (auto raw = settings.get("role")) {
+  Topology& topology = config.topology;
+  if (nproc) topology.nproc_per_node = parse_nproc(nproc->value, nproc->label, facts, config.devices_per_worker);
+  require_devices(config.devices_per_worker, topology.nproc_per_node, facts.device_count, facts.device_source);
+  assign_worker_devices(config, counted, facts);
+  if (auto raw = settings.get(Option::role)) {
     require_non_empty(raw->value, raw->label);
     config.role = raw->value;
   }
-  if (auto raw = settings.get("max-restarts")) {
+  if (auto raw = settings.get(Option::max_restarts)) {
     config.max_restarts = integer_in(raw->value, raw->label, 0, kIntMax, "is not a count (an integer >= 0)");
   }
-  if (auto raw = settings.get("monitor-interval")) {
+  if (auto raw = settings.get(Option::monitor_interval)) {
     auto seconds = to_number(raw->value);
     if (!seconds || *seconds <= 0) reject(*raw, "is not a number of seconds > 0");
     config.monitor_interval_s = *seconds;
   }
-  if (auto raw = settings.get("shutdown-timeout")) {
+  if (auto raw = settings.get(Option::shutdown_timeout)) {
     auto seconds = to_number(raw->value);
     if (!seconds || *seconds < 0) reject(*raw, "is not a number of seconds >= 0");
     config.shutdown_timeout_s = *seconds;
   }
-  if (auto raw = settings.get("signals-to-handle")) {
+  if (auto raw = settings.get(Option::signals_to_handle)) {
     config.signals_to_handle = parse_signals(raw->value, raw->label);
   }
-  if (auto raw = settings.get("forward-signals")) {
+  if (auto raw = settings.get(Option::forward_signals)) {
     config.signals_to_forward = raw->value == "none" ? std::vector<int>{} : parse_signals(raw->value, raw->label);
   }
-  if (auto raw = settings.get("start-method")) {
+  if (auto raw = settings.get(Option::start_method)) {
     parse_choice<int>(*raw, {{"fork", 0}, {"spawn", 0}, {"forkserver", 0}});
     config.start_method = raw->value;
   }
-  if (auto raw = settings.get("worker-store")) {
+  if (auto raw = settings.get(Option::worker_store)) {
     config.worker_store = parse_choice<WorkerStore>(*raw, {{"agent", WorkerStore::agent}, {"fresh", WorkerStore::fresh}});
   }
 }
 
-void fill_output(LaunchConfig& config, const Settings& settings) {
-  if (auto raw = settings.get("log-dir")) config.log_dir = raw->value;
-  if (auto raw = settings.get("redirects")) config.redirects = parse_streams(raw->value, raw->label);
-  if (auto raw = settings.get("tee")) config.tee = parse_streams(raw->value, raw->label);
-  if (auto raw = settings.get("local-ranks-filter")) {
-    config.local_ranks_filter = parse_rank_filter(raw->value, raw->label, config.nproc_per_node);
+/// DDPRUN_STORE_TOKEN(_FILE): set wrongly, it is the user's setting to fix, before anything starts.
+std::optional<std::string> read_store_token(const Environ& env) {
+  try {
+    return rendezvous::auth::token_from_environment([&env](const char* name) { return lookup(env, name); });
+  } catch (const rendezvous::StoreError& error) {
+    throw UsageError(error.what());
   }
-  if (auto raw = settings.get("log-line-prefix-template")) {
+}
+
+void fill_output(LaunchConfig& config, const Settings& settings) {
+  if (auto raw = settings.get(Option::log_dir)) config.log_dir = raw->value;
+  if (auto raw = settings.get(Option::redirects)) config.redirects = parse_streams(raw->value, raw->label);
+  if (auto raw = settings.get(Option::tee)) config.tee = parse_streams(raw->value, raw->label);
+  if (auto raw = settings.get(Option::local_ranks_filter)) {
+    config.local_ranks_filter = parse_rank_filter(raw->value, raw->label, config.topology.nproc_per_node);
+  }
+  if (auto raw = settings.get(Option::log_line_prefix_template)) {
     check_prefix_template(raw->value, raw->label);
     config.log_line_prefix_template = raw->value;
   }
-  if (auto raw = settings.get("pty")) {
+  if (auto raw = settings.get(Option::pty)) {
     config.pty = parse_choice<PtyMode>(*raw, {{"auto", PtyMode::automatic}, {"on", PtyMode::on}, {"off", PtyMode::off}});
   }
-  if (auto raw = settings.get("stdin")) {
+  if (auto raw = settings.get(Option::stdin_target)) {
     config.stdin_target = parse_choice<StdinTarget>(
         *raw, {{"none", StdinTarget::none}, {"rank0", StdinTarget::rank0}, {"all", StdinTarget::all}});
   }
-  config.verbose = settings.flag("verbose") || loglevel_is_verbose(settings.environment());
+  config.verbose = settings.flag(Option::verbose) || loglevel_is_verbose(settings.environment());
 }
 
 }  // namespace
@@ -333,7 +398,7 @@ HostFacts read_host_facts(const Environ& env) {
   return facts;
 }
 
-LaunchConfig parse_command_line(const std::vector<std::string>& args, const Environ& env, const HostFacts& host) {
+CommandLine parse_command_line(const std::vector<std::string>& args, const Environ& env, const HostFacts& host) {
   CLI::App app{"ddprun", "ddprun"};
   app.prefix_command();  // the first positional argument is PROGRAM; it and all after it are left over
   app.set_help_flag("-h,--help");
@@ -342,7 +407,7 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
   Settings settings(env);
   for (const auto& spec : option_table()) {
     std::string names = cli11_names(spec);
-    settings.bind(spec, is_flag(spec) ? app.add_flag(names) : app.add_option(names));
+    settings.bind(spec.id, is_flag(spec) ? app.add_flag(names) : app.add_option(names));
   }
 
   // argparse's habits first (unique prefixes, `--opt=`): CLI11 then sees full names only.
@@ -351,11 +416,11 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
   try {
     app.parse(reversed);
   } catch (const CLI::CallForHelp&) {
-    throw InfoRequested{help_text()};
+    return InfoText{help_text()};
   } catch (const CLI::ParseError& e) {
     throw from_cli11(e);
   }
-  if (version->count() > 0) throw InfoRequested{"ddprun " DDPRUN_VERSION "\n"};
+  if (version->count() > 0) return InfoText{"ddprun " DDPRUN_VERSION "\n"};
 
   std::vector<std::string> rest = app.remaining();
   if (!rest.empty() && looks_like_option(rest.front()) && rest.front() != "--") {
@@ -373,10 +438,9 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
   if (rest.empty()) throw UsageError("PROGRAM: missing; usage: ddprun [options] PROGRAM [ARGS...]");
   config.program = rest.front();
   config.program_args.assign(rest.begin() + 1, rest.end());
-  config.run_path = settings.flag("run-path");
-  config.no_python = settings.flag("no-python");
-  config.use_env = settings.flag("use-env");
-  if (auto raw = settings.get("append-local-rank")) {
+  config.no_python = settings.flag(Option::no_python);
+  config.use_env = settings.flag(Option::use_env);
+  if (auto raw = settings.get(Option::append_local_rank)) {
     config.append_local_rank = parse_choice<LocalRankArg>(
         *raw, {{"off", LocalRankArg::off}, {"dash", LocalRankArg::dash}, {"underscore", LocalRankArg::underscore}});
   }
@@ -386,6 +450,8 @@ LaunchConfig parse_command_line(const std::vector<std::string>& args, const Envi
                      "not to pass --local_rank; leave one of them out)");
   }
   config.mode = decide_mode(settings, config.program, env);
+  resolve_rendezvous(config);
+  config.store_token = read_store_token(env);
   return config;
 }
 

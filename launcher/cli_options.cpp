@@ -9,63 +9,74 @@ namespace ddprun::launcher {
 namespace {
 
 constexpr std::array kOptions{
-    OptionSpec{"nnodes", 0, "N|MIN:MAX", "1", Group::membership, "nodes in the job; MIN:MAX = elastic"},
-    OptionSpec{"node-rank", 0, "R", "0", Group::membership, "this node's rank (static rendezvous)"},
-    OptionSpec{"master-addr", 0, "HOST", "127.0.0.1", Group::membership, "static rendezvous: address of node 0"},
-    OptionSpec{"master-port", 0, "PORT", "29500", Group::membership, "static rendezvous: store port on node 0"},
-    OptionSpec{"rdzv-backend", 0, "NAME", "static", Group::membership, "static or c10d"},
-    OptionSpec{"rdzv-endpoint", 0, "HOST[:PORT]", "none", Group::membership,
+    OptionSpec{Option::nnodes, "nnodes", 0, "N|MIN:MAX", "1", Group::membership, "nodes in the job; MIN:MAX = elastic"},
+    OptionSpec{Option::node_rank, "node-rank", 0, "R", "0", Group::membership, "this node's rank (static rendezvous)"},
+    OptionSpec{Option::master_addr, "master-addr", 0, "HOST", "127.0.0.1", Group::membership, "static rendezvous: address of node 0"},
+    OptionSpec{Option::master_port, "master-port", 0, "PORT", "29500", Group::membership, "static rendezvous: store port on node 0"},
+    OptionSpec{Option::rdzv_backend, "rdzv-backend", 0, "NAME", "static", Group::membership, "static or c10d"},
+    OptionSpec{Option::rdzv_endpoint, "rdzv-endpoint", 0, "HOST[:PORT]", "none", Group::membership,
                "c10d store; IPv6 as [v6addr]:PORT (or v6addr:PORT, split at the last ':'); PORT defaults to 29400",
                true},
-    OptionSpec{"rdzv-id", 0, "ID", "none", Group::membership, "job id (TORCHELASTIC_RUN_ID, log folder prefix)"},
-    OptionSpec{"rdzv-conf", 0, "K=V,...", "none", Group::membership,
+    OptionSpec{Option::rdzv_id, "rdzv-id", 0, "ID", "none", Group::membership, "job id (TORCHELASTIC_RUN_ID, log folder prefix)"},
+    OptionSpec{Option::rdzv_conf, "rdzv-conf", 0, "K=V,...", "none", Group::membership,
                "join_timeout=600,last_call_timeout=30,is_host=1,...", true},
-    OptionSpec{"standalone", 0, "", "off", Group::membership,
+    OptionSpec{Option::standalone, "standalone", 0, "", "off", Group::membership,
                "one node: c10d on localhost, a free port, a random id"},
-    OptionSpec{"local-addr", 0, "HOST", "hostname", Group::membership, "this node's address as other nodes see it", true},
-    OptionSpec{"nproc-per-node", 0, "N|gpu|cpu|auto", "1", Group::workers,
+    OptionSpec{Option::local_addr, "local-addr", 0, "HOST", "hostname", Group::membership, "this node's address as other nodes see it", true},
+    OptionSpec{Option::nproc_per_node, "nproc-per-node", 0, "N|gpu|cpu|auto", "1", Group::workers,
                "workers on this node; gpu/auto count CUDA devices"},
-    OptionSpec{"devices-per-worker", 0, "K", "0", Group::workers,
+    OptionSpec{Option::devices_per_worker, "devices-per-worker", 0, "K", "0", Group::workers,
                "CUDA devices per worker; 0 = all inherit CUDA_VISIBLE_DEVICES"},
-    OptionSpec{"role", 0, "NAME", "default", Group::workers, "worker role (ROLE_NAME)", true},
-    OptionSpec{"max-restarts", 0, "N", "0", Group::workers, "worker-group restarts before the job fails"},
-    OptionSpec{"monitor-interval", 0, "SECONDS", "0.1", Group::workers,
+    OptionSpec{Option::role, "role", 0, "NAME", "default", Group::workers, "worker role (ROLE_NAME)", true},
+    OptionSpec{Option::max_restarts, "max-restarts", 0, "N", "0", Group::workers, "worker-group restarts before the job fails"},
+    OptionSpec{Option::monitor_interval, "monitor-interval", 0, "SECONDS", "0.1", Group::workers,
                "accepted for torchrun; ddprun reacts to exits at once"},
-    OptionSpec{"shutdown-timeout", 0, "SECONDS", "30", Group::workers, "grace between the signal and SIGKILL"},
-    OptionSpec{"signals-to-handle", 0, "SIG,...", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", Group::workers,
+    OptionSpec{Option::shutdown_timeout, "shutdown-timeout", 0, "SECONDS", "30", Group::workers, "grace between the signal and SIGKILL"},
+    OptionSpec{Option::signals_to_handle, "signals-to-handle", 0, "SIG,...", "SIGTERM,SIGINT,SIGHUP,SIGQUIT", Group::workers,
                "signals that stop the job"},
-    OptionSpec{"forward-signals", 0, "SIG,...|none", "SIGUSR1,SIGUSR2", Group::workers,
+    OptionSpec{Option::forward_signals, "forward-signals", 0, "SIG,...|none", "SIGUSR1,SIGUSR2", Group::workers,
                "signals passed on to the workers (not when the sender already signals them)"},
-    OptionSpec{"start-method", 0, "fork|spawn|forkserver", "spawn", Group::workers,
+    OptionSpec{Option::start_method, "start-method", 0, "fork|spawn|forkserver", "spawn", Group::workers,
                "accepted for torchrun; ddprun always forks and execs"},
-    OptionSpec{"worker-store", 0, "agent|fresh", "agent", Group::membership,
+    OptionSpec{Option::worker_store, "worker-store", 0, "agent|fresh", "agent", Group::membership,
                "multi-node workers' store: node 0's agent on --master-port, or a fresh port per round"},
-    OptionSpec{"log-dir", 0, "DIR", "a temp dir", Group::output, "base folder of the per-worker logs", true},
-    OptionSpec{"redirects", 'r', "0-3|LR:0-3,...", "0", Group::output,
+    OptionSpec{Option::log_dir, "log-dir", 0, "DIR", "a temp dir", Group::output, "base folder of the per-worker logs", true},
+    OptionSpec{Option::redirects, "redirects", 'r', "0-3|LR:0-3,...", "0", Group::output,
                "to log files only: 1 stdout, 2 stderr, 3 both; LR = local rank"},
-    OptionSpec{"tee", 't', "0-3|LR:0-3,...", "0", Group::output, "as -r, and to the console with a prefix"},
-    OptionSpec{"local-ranks-filter", 0, "LR,...", "all", Group::output,
+    OptionSpec{Option::tee, "tee", 't', "0-3|LR:0-3,...", "0", Group::output, "as -r, and to the console with a prefix"},
+    OptionSpec{Option::local_ranks_filter, "local-ranks-filter", 0, "LR,...", "all", Group::output,
                "local ranks whose output reaches the console", true},
-    OptionSpec{"log-line-prefix-template", 0, "T", "none", Group::output,
+    OptionSpec{Option::log_line_prefix_template, "log-line-prefix-template", 0, "T", "none", Group::output,
                "console line prefix with ${role_name} ${rank} ${local_rank} ${hostname}", true},
-    OptionSpec{"pty", 0, "auto|on|off", "auto", Group::output,
+    OptionSpec{Option::pty, "pty", 0, "auto|on|off", "auto", Group::output,
                "a pseudo-terminal per worker (live output, progress bars); auto = when stdout is a terminal"},
-    OptionSpec{"stdin", 0, "none|rank0|all", "rank0", Group::output,
+    OptionSpec{Option::stdin_target, "stdin", 0, "none|rank0|all", "rank0", Group::output,
                "workers that read ddprun's stdin; the others get /dev/null"},
-    OptionSpec{"verbose", 'v', "", "off", Group::output,
+    OptionSpec{Option::verbose, "verbose", 'v', "", "off", Group::output,
                "say what the launcher does (config, rendezvous, each start); also LOGLEVEL=INFO"},
-    OptionSpec{"module", 'm', "", "off", Group::program, "run python -u -m PROGRAM (PROGRAM is a module)"},
-    OptionSpec{"no-python", 0, "", "off", Group::program, "exec PROGRAM directly, not through python"},
-    OptionSpec{"run-path", 0, "", "off", Group::program, "accepted for torchrun; runs PROGRAM with python"},
-    OptionSpec{"use-env", 0, "", "off", Group::program,
+    OptionSpec{Option::module, "module", 'm', "", "off", Group::program, "run python -u -m PROGRAM (PROGRAM is a module)"},
+    OptionSpec{Option::no_python, "no-python", 0, "", "off", Group::program, "exec PROGRAM directly, not through python"},
+    OptionSpec{Option::run_path, "run-path", 0, "", "off", Group::program, "accepted for torchrun; runs PROGRAM with python"},
+    OptionSpec{Option::use_env, "use-env", 0, "", "off", Group::program,
                "accepted for torch.distributed.launch; the environment is always set"},
-    OptionSpec{"append-local-rank", 0, "off|dash|underscore", "off", Group::program,
+    OptionSpec{Option::append_local_rank, "append-local-rank", 0, "off|dash|underscore", "off", Group::program,
                "pass --local-rank=N (dash) or --local_rank=N (underscore) before ARGS, as torch.distributed.launch"},
 };
+
+constexpr bool in_handle_order() {
+  if (kOptions.size() != static_cast<std::size_t>(Option::count_)) return false;
+  for (std::size_t i = 0; i < kOptions.size(); ++i) {
+    if (static_cast<std::size_t>(kOptions[i].id) != i) return false;
+  }
+  return true;
+}
+static_assert(in_handle_order(), "kOptions must list every Option once, in the enum's order");
 
 }  // namespace
 
 std::span<const OptionSpec> option_table() { return kOptions; }
+
+const OptionSpec& spec_of(Option option) { return kOptions[static_cast<std::size_t>(option)]; }
 
 bool is_flag(const OptionSpec& spec) { return spec.metavar.empty(); }
 

@@ -1,16 +1,29 @@
 #pragma once
 /// ddprun's option table: one entry per option drives CLI11, the PET_* names, the --help text and
 /// the check that an option taking a value got one.
+#include <cstddef>
 #include <span>
 #include <string>
 #include <string_view>
 
 namespace ddprun::launcher {
 
+/// Every option, by name in code: the handle the command line's reader asks for, so that a typo is
+/// a compile error rather than a failed lookup at run time. In --help order, as the table.
+enum class Option : std::size_t {
+  nnodes, node_rank, master_addr, master_port, rdzv_backend, rdzv_endpoint, rdzv_id, rdzv_conf,
+  standalone, local_addr, nproc_per_node, devices_per_worker, role, max_restarts, monitor_interval,
+  shutdown_timeout, signals_to_handle, forward_signals, start_method, worker_store, log_dir,
+  redirects, tee, local_ranks_filter, log_line_prefix_template, pty, stdin_target, verbose, module,
+  no_python, run_path, use_env, append_local_rank,
+  count_  ///< the number of options, not one
+};
+
 /// The --help section an option is listed under.
 enum class Group { membership, workers, output, program };
 
 struct OptionSpec {
+  Option id;                  ///< its handle; the table holds the options in the handles' order
   std::string_view name;      ///< long name with '-', e.g. "nproc-per-node"; '_' spelling is derived
   char short_name;            ///< 0 when none
   std::string_view metavar;   ///< empty for a flag (an option without a value)
@@ -24,6 +37,9 @@ struct OptionSpec {
 
 /// Every option, in --help order. -h/--help and --version are not in it.
 std::span<const OptionSpec> option_table();
+
+/// The table's entry for `option`.
+const OptionSpec& spec_of(Option option);
 
 /// True for an option that takes no value (--standalone, -m).
 bool is_flag(const OptionSpec& spec);

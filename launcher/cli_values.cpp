@@ -7,7 +7,6 @@
 #include <csignal>
 #include <cstdio>
 
-#include "launcher/cli.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/signal_names.hpp"
 #include "launcher/text.hpp"
@@ -127,10 +126,8 @@ StreamSelection parse_streams(std::string_view text, std::string_view flag) {
   return selection;
 }
 
-std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::string_view flag) {
-  static const std::set<std::string, std::less<>> numeric_keys{
-      "join_timeout",        "last_call_timeout", "close_timeout", "keep_alive_interval",
-      "keep_alive_max_attempt", "heartbeat_timeout", "read_timeout",  "timeout"};
+std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::string_view flag,
+                                                   rendezvous::RendezvousSettings& settings) {
   std::map<std::string, std::string> conf;
   if (trim(text).empty()) return conf;
   for (auto item : split(trim(text), ',')) {
@@ -139,17 +136,10 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::s
     if (key.empty()) reject_value(text, flag, "is not K=V,K=V (an entry has no key)");
     std::string value(eq == std::string_view::npos ? std::string_view{} : trim(item.substr(eq + 1)));
     if (value.empty()) reject_value(text, flag, "gives no value for " + key + " (write " + key + "=VALUE)");
-    if (numeric_keys.contains(key)) {
-      auto number = to_number(value);
-      if (!number || *number < 0) reject_value(text, flag, "sets " + key + " to " + value + ", not a number >= 0");
-    }
-    if (key == "is_host") {
-      std::string lower = value;
-      std::transform(lower.begin(), lower.end(), lower.begin(),
-                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-      static const std::set<std::string, std::less<>> bools{"1", "0", "true", "false", "t", "f",
-                                                             "yes", "no", "y", "n"};
-      if (!bools.contains(lower)) reject_value(text, flag, "sets is_host to " + value + ", not a boolean");
+    try {
+      rendezvous::apply_rendezvous_setting(settings, key, value);
+    } catch (const rendezvous::SettingError& error) {
+      reject_value(text, flag, "sets " + error.key + " to " + error.value + ", not " + error.expected);
     }
     conf[key] = value;  // torchrun: the last of a repeated key wins
   }
@@ -207,7 +197,7 @@ void check_prefix_template(std::string_view text, std::string_view flag) {
   }
 }
 
-Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag) {
+rendezvous::Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag) {
   text = trim(text);
   if (text.empty()) return {"localhost", default_port};
   std::string bracketed;  // the text the rendezvous layer parses: IPv6 always in brackets
@@ -226,10 +216,10 @@ Endpoint parse_endpoint(std::string_view text, int default_port, std::string_vie
   } else {
     bracketed = std::string(text);
   }
-  Endpoint endpoint;
+  rendezvous::Endpoint endpoint;
   try {
     endpoint = rendezvous::parse_endpoint(bracketed, default_port);
-  } catch (const std::invalid_argument& error) {
+  } catch (const rendezvous::Error& error) {
     reject_value(text, flag, std::string("is not HOST[:PORT]: ") + error.what());
   }
   const bool v6 = bracketed.starts_with('[');
@@ -238,16 +228,6 @@ Endpoint parse_endpoint(std::string_view text, int default_port, std::string_vie
   });
   if (!host_ok) reject_value(text, flag, "is not HOST[:PORT]");
   return endpoint;
-}
-
-std::string canonical_endpoint(std::string_view text, int default_port, std::string_view flag) {
-  if (trim(text).empty()) return {};
-  Endpoint endpoint = parse_endpoint(text, default_port, flag);
-  // Keep the user's text when it needs no brackets: it is what messages and logs show.
-  if (std::count(trim(text).begin(), trim(text).end(), ':') <= 1 || trim(text).starts_with('[')) {
-    return std::string(trim(text));
-  }
-  return rendezvous::format_endpoint(endpoint.host, endpoint.port);
 }
 
 }  // namespace ddprun::launcher

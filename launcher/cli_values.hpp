@@ -11,12 +11,12 @@
 #include <utility>
 #include <vector>
 
+#include "launcher/host_facts.hpp"
 #include "launcher/launch_config.hpp"
 #include "rendezvous/endpoint.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
 
 namespace ddprun::launcher {
-
-struct HostFacts;  // cli.hpp
 
 /// The largest value an int option takes.
 inline constexpr long long kIntMax = 2147483647;
@@ -42,7 +42,7 @@ std::optional<double> to_number(std::string_view s);
 int integer_in(std::string_view text, std::string_view flag, long long low, long long high,
                std::string_view expected);
 
-/// A flag's value: 1, 0, true or false, in any case.
+/// A flag's value (a PET_* boolean, or the text after `--flag=`): 1, 0, true or false, in any case.
 bool parse_boolean(std::string_view text, std::string_view flag);
 
 /// --nnodes: N (= N:N) or MIN:MAX with 0 < MIN <= MAX -> {MIN, MAX}.
@@ -56,9 +56,12 @@ int parse_nproc(std::string_view text, std::string_view flag, const HostFacts& h
 /// --redirects/--tee: 0-3 for every local rank, or LOCAL_RANK:0-3,... (each rank at most once).
 StreamSelection parse_streams(std::string_view text, std::string_view flag);
 
-/// --rdzv-conf: K=V,... (spaces around either trimmed; the last of a repeated key wins). The
-/// timeouts must be numbers >= 0 and is_host a boolean; other keys pass unchecked.
-std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::string_view flag);
+/// --rdzv-conf: K=V,... (spaces around either trimmed; the last of a repeated key wins) -> the
+/// map as given. Each entry is applied to `settings` in order by rendezvous::apply_rendezvous_setting,
+/// the one validator of the values (other keys pass unchecked); a value it refuses is a UsageError
+/// `FLAG: "TEXT" sets KEY to VALUE, not EXPECTED`.
+std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::string_view flag,
+                                                   rendezvous::RendezvousSettings& settings);
 
 /// --signals-to-handle: SIG,... by name or number, in order, without repeats; SIGKILL and
 /// SIGSTOP are refused.
@@ -71,17 +74,10 @@ std::optional<std::set<int>> parse_rank_filter(std::string_view text, std::strin
 /// ${role_name} ${rank} ${local_rank} ${hostname}.
 void check_prefix_template(std::string_view text, std::string_view flag);
 
-using rendezvous::Endpoint;
-
 /// Parses `host[:port]` or `[v6addr][:port]` by torchrun's rules (parse_rendezvous_endpoint): an
 /// unbracketed text with several ':' is split at its last ':' ("::1:29400" = [::1]:29400), and is
 /// refused when what is left of the last ':' is not an IPv6 address. Empty text = localhost.
 /// The port defaults to `default_port`. Throws UsageError starting with `flag` when malformed.
-Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag = "--rdzv-endpoint");
-
-/// The endpoint as the rest of ddprun reads it: `text` (trimmed) when unambiguous, an unbracketed
-/// IPv6 endpoint rewritten to `[v6addr]:PORT` (the port from its last ':'); empty text stays empty.
-/// Refuses what parse_endpoint refuses.
-std::string canonical_endpoint(std::string_view text, int default_port, std::string_view flag = "--rdzv-endpoint");
+rendezvous::Endpoint parse_endpoint(std::string_view text, int default_port, std::string_view flag = "--rdzv-endpoint");
 
 }  // namespace ddprun::launcher

@@ -1,12 +1,17 @@
 #pragma once
-/// LaunchConfig: the user's flags (command line > PET_* environment > default), validated,
-/// as one value. Everything downstream reads this and nothing else of argv.
+/// LaunchConfig: the user's flags (command line > PET_* environment > default), validated and
+/// resolved into typed values, as one value. Everything downstream reads this and nothing else of
+/// argv, and nothing downstream refuses it: every usage error is raised while it is made.
 #include <csignal>
 #include <map>
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
+
+#include "rendezvous/endpoint.hpp"
+#include "rendezvous/rendezvous_settings.hpp"
 
 namespace ddprun::launcher {
 
@@ -49,20 +54,48 @@ enum class LocalRankArg { off, dash, underscore };
 /// fresh = a fresh store on a fresh port each round (ddprun before; needs any port open between nodes).
 enum class WorkerStore { agent, fresh };
 
-struct LaunchConfig {
-  // Membership.
+/// `--rdzv-backend`. static: fixed membership, ranks from --node-rank, node 0 hosts the store on
+/// --master-port; c10d: nodes join rounds at a store on --rdzv-endpoint.
+enum class RdzvBackend { static_, c10d };
+
+/// "static" or "c10d": the backend as torchrun spells it.
+std::string_view backend_name(RdzvBackend backend);
+
+/// The port of --rdzv-endpoint when it names none (torchrun's default for c10d).
+inline constexpr int kDefaultRdzvPort = 29400;
+
+/// Where this node stands in the job.
+struct Topology {
   int min_nodes = 1;
   int max_nodes = 1;
-  int nproc_per_node = 1;  ///< resolved: `gpu`/`cpu`/`auto` already turned into a count
   int node_rank = 0;
+  int nproc_per_node = 1;  ///< resolved: `gpu`/`cpu`/`auto` already turned into a count
+  /// Rendezvous rounds (several nodes, or c10d) rather than one node with a store of its own.
+  /// --standalone is c10d on a store of its own: one node, not multi-node.
+  bool multi_node = false;
+};
+
+struct LaunchConfig {
+  // Membership.
+  Topology topology;
   std::string master_addr = "127.0.0.1";
   int master_port = 29500;
-  std::string rdzv_backend = "static";
-  std::string rdzv_endpoint;  ///< as given, `host[:port]` or `[v6]:port`; empty when unset
+  RdzvBackend rdzv_backend = RdzvBackend::static_;
+  /// --rdzv-endpoint, parsed (the port kDefaultRdzvPort when it names none); nothing when unset.
+  /// --standalone: localhost:0.
+  std::optional<rendezvous::Endpoint> rdzv_endpoint;
+  /// Multi-node: where the job's rendezvous store listens, node 0's (static: --master-addr and
+  /// --master-port) or the endpoint's (c10d).
+  rendezvous::Endpoint store_endpoint{"127.0.0.1", 29500};
   std::string rdzv_id = "none";
-  std::map<std::string, std::string> rdzv_conf;
+  std::map<std::string, std::string> rdzv_conf;  ///< --rdzv-conf as given (for -v); read `rendezvous`
+  /// Every rule of the rendezvous (--rdzv-conf's keys, run id, node counts, ...), resolved.
+  rendezvous::RendezvousSettings rendezvous;
   bool standalone = false;
   std::string local_addr;  ///< empty = decide later
+  /// DDPRUN_STORE_TOKEN or DDPRUN_STORE_TOKEN_FILE's content: the token every store of the job
+  /// (the agent's, the workers') requires; nothing = no authentication.
+  std::optional<std::string> store_token;
 
   // Supervision.
   int max_restarts = 0;
@@ -76,6 +109,10 @@ struct LaunchConfig {
 
   // Devices: 0 = inherit CUDA_VISIBLE_DEVICES unchanged; k > 0 = k devices per worker.
   int devices_per_worker = 0;
+  /// CUDA_VISIBLE_DEVICES per local rank (nproc_per_node entries); nothing = inherited unchanged.
+  std::vector<std::optional<std::string>> devices = {std::nullopt};
+  /// Where the GPU count came from (VisibleDevices::source), when the command line needed one.
+  std::optional<std::string> device_source;
 
   // Output.
   std::string log_dir;  ///< empty = a fresh temporary folder
@@ -89,12 +126,15 @@ struct LaunchConfig {
 
   // Program.
   ProgramMode mode = ProgramMode::python_script;
-  bool run_path = false;
   bool no_python = false;  ///< `--no-python`: PROGRAM is exec'd as it is, its #! line never read
   bool use_env = false;  ///< torch.distributed.launch's --use-env: accepted; the environment is always set
   LocalRankArg append_local_rank = LocalRankArg::off;
   std::string program;                    ///< as given on the command line
   std::vector<std::string> program_args;  ///< passed verbatim (after `${local_rank}` substitution)
 };
+
+inline std::string_view backend_name(RdzvBackend backend) {
+  return backend == RdzvBackend::c10d ? "c10d" : "static";
+}
 
 }  // namespace ddprun::launcher

@@ -9,12 +9,13 @@
 #include <new>
 #include <system_error>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "launcher/agent.hpp"
 #include "launcher/cli.hpp"
 #include "launcher/console.hpp"
-#include "launcher/devices.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/program.hpp"
 
@@ -28,29 +29,14 @@ std::string this_hostname() {
   return name;
 }
 
-AgentPlan plan_job(const std::vector<std::string>& args) {
+/// The job to run, or the text --help/--version ask for.
+std::variant<AgentPlan, InfoText> plan_job(const std::vector<std::string>& args) {
   Environ env = current_environ();
-  HostFacts host = read_host_facts(env);
-  // Counted at most once, and only when the command line needs it; kept for -v.
-  std::optional<VisibleDevices> counted;
-  host.count_devices = [&counted, count = host.count_devices] {
-    if (!counted) counted = count();
-    return *counted;
-  };
-  LaunchConfig config = parse_command_line(args, env, host);
-  std::vector<std::optional<std::string>> devices(static_cast<std::size_t>(config.nproc_per_node));
-  if (config.devices_per_worker > 0) {
-    const VisibleDevices& visible = host.count_devices();
-    auto assigned = assign_devices(visible.names, config.devices_per_worker, config.nproc_per_node, visible.source);
-    for (std::size_t i = 0; i < devices.size(); ++i) devices[i] = assigned.at(i);
-  }
+  CommandLine command_line = parse_command_line(args, env, read_host_facts(env));
+  if (auto* info = std::get_if<InfoText>(&command_line)) return std::move(*info);
+  LaunchConfig& config = std::get<LaunchConfig>(command_line);
   WorkerCommand command = resolve_program(config, env);
-  // --standalone is c10d on a store of its own: one node, which the single-node agent runs as it is.
-  const bool multi_node = config.max_nodes > 1 || (config.rdzv_backend == "c10d" && !config.standalone);
-  AgentPlan plan{std::move(config), std::move(command), std::move(env), std::move(devices), this_hostname(),
-                 multi_node, std::nullopt};
-  if (counted) plan.device_source = counted->source;
-  return plan;
+  return AgentPlan{std::move(config), std::move(command), std::move(env), this_hostname()};
 }
 
 int fail(const std::string& line, int status) {
@@ -64,11 +50,13 @@ int main(int argc, char** argv) {
   // A closed console must not kill the launcher before it has stopped its workers.
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    Agent agent(plan_job(std::vector<std::string>(argv + 1, argv + argc)));
+    auto plan = plan_job(std::vector<std::string>(argv + 1, argv + argc));
+    if (const auto* info = std::get_if<InfoText>(&plan)) {
+      write_all(STDOUT_FILENO, info->text);
+      return kExitSuccess;
+    }
+    Agent agent(std::move(std::get<AgentPlan>(plan)));
     return agent.run();
-  } catch (const InfoRequested& info) {
-    write_all(STDOUT_FILENO, info.text);
-    return kExitSuccess;
   } catch (const UsageError& error) {
     return fail(std::string("error: ") + error.what() + " (see ddprun --help)", kExitUsage);
   } catch (const LaunchError& error) {

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <system_error>
 
-#include "launcher/cli.hpp"
+#include "launcher/cli_values.hpp"  // quote_for_message
 #include "launcher/errors.hpp"
 
 namespace ddprun::launcher {

@@ -6,6 +6,7 @@
 #include <string_view>
 
 #include "launcher/signal_names.hpp"
+#include "rendezvous/endpoint.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -61,18 +62,20 @@ std::vector<std::string> describe_launch_config(const LaunchConfig& config, cons
                                                                 ? ""
                                                                 : " (exec " + quote_command({facts.executable}) + ")"));
   if (facts.interpreter) rows.emplace_back("interpreter", *facts.interpreter);
-  rows.emplace_back("nnodes", config.min_nodes == config.max_nodes
-                                  ? std::to_string(config.min_nodes)
-                                  : std::to_string(config.min_nodes) + ":" + std::to_string(config.max_nodes));
-  rows.emplace_back("nproc_per_node", std::to_string(config.nproc_per_node));
+  const Topology& topology = config.topology;
+  rows.emplace_back("nnodes", topology.min_nodes == topology.max_nodes
+                                  ? std::to_string(topology.min_nodes)
+                                  : std::to_string(topology.min_nodes) + ":" + std::to_string(topology.max_nodes));
+  rows.emplace_back("nproc_per_node", std::to_string(topology.nproc_per_node));
   if (facts.device_source) rows.emplace_back("gpus", *facts.device_source);
-  rows.emplace_back("node_rank", std::to_string(config.node_rank));
+  rows.emplace_back("node_rank", std::to_string(topology.node_rank));
   rows.emplace_back("run_id", config.rdzv_id);
-  rows.emplace_back("rdzv_backend", config.rdzv_backend);
+  rows.emplace_back("rdzv_backend", std::string(backend_name(config.rdzv_backend)));
   // torchrun: a static rendezvous without an endpoint meets at the master address and port.
-  rows.emplace_back("rdzv_endpoint", !config.rdzv_endpoint.empty() ? config.rdzv_endpoint
-                                     : config.rdzv_backend == "static"
-                                         ? config.master_addr + ":" + std::to_string(config.master_port)
+  rows.emplace_back("rdzv_endpoint", config.rdzv_endpoint ? rendezvous::format_endpoint(config.rdzv_endpoint->host,
+                                                                                        config.rdzv_endpoint->port)
+                                     : config.rdzv_backend == RdzvBackend::static_
+                                         ? rendezvous::format_endpoint(config.master_addr, config.master_port)
                                          : "(none)");
   rows.emplace_back("rdzv_configs", join_conf(config.rdzv_conf));
   rows.emplace_back("max_restarts", std::to_string(config.max_restarts));

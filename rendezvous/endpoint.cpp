@@ -13,7 +13,6 @@
 #include <charconv>
 #include <cstring>
 #include <memory>
-#include <stdexcept>
 #include <vector>
 
 namespace ddprun::rendezvous {
@@ -21,8 +20,8 @@ namespace {
 
 std::string quoted(std::string_view text) { return "\"" + std::string(text) + "\""; }
 
-std::invalid_argument bad_endpoint(std::string_view text, const std::string& why) {
-  return std::invalid_argument(quoted(text) + ": " + why);
+Error bad_endpoint(std::string_view text, const std::string& why) {
+  return Error(quoted(text) + ": " + why);
 }
 
 /// "[addr]" -> "addr"; anything else unchanged. Lets callers pass a host as the user wrote it.
@@ -192,7 +191,7 @@ std::string local_address_toward(const std::string& host, int port) {
   std::string name(without_brackets(host));
   AddrInfoList results;
   if (int status = resolve(name, std::to_string(port).c_str(), results); status != 0) {
-    throw std::runtime_error("cannot resolve " + name + ": " + gai_strerror(status));
+    throw Error("cannot resolve " + name + ": " + gai_strerror(status));
   }
   // The resolver's order (RFC 6724) already puts the addresses this machine has a route to first.
   int last_error = 0;
@@ -216,7 +215,7 @@ std::string local_address_toward(const std::string& host, int port) {
     std::string address = numeric_address(reinterpret_cast<const sockaddr*>(&local));
     if (!address.empty()) return address;
   }
-  throw std::runtime_error("no route to " + name + (last_error != 0 ? ": " + std::string(std::strerror(last_error)) : ""));
+  throw Error("no route to " + name + (last_error != 0 ? ": " + std::string(std::strerror(last_error)) : ""));
 }
 
 bool is_this_machine(const std::string& host) {

@@ -6,16 +6,19 @@
 #include <string>
 #include <string_view>
 
+#include "rendezvous/error.hpp"
+
 namespace ddprun::rendezvous {
 
 struct Endpoint {
   std::string host;  ///< a name or an address; IPv6 without brackets
   int port = 0;
+  friend bool operator==(const Endpoint&, const Endpoint&) = default;
 };
 
 /// "host", "host:port", "[v6]", "[v6]:port", or a bare IPv6 address ("::1", "fd00::2": more than
 /// one colon and no brackets means no port). A missing port is `default_port`. Throws
-/// std::invalid_argument whose message starts with `text` in quotes and says what is wrong (empty
+/// Error whose message starts with `text` in quotes and says what is wrong (empty
 /// host, empty port after ':', port not a number or not in 0..65535, unbalanced brackets, several
 /// ':' without brackets that do not make an IPv6 address); callers prefix the flag's name.
 Endpoint parse_endpoint(std::string_view text, int default_port);
@@ -30,7 +33,7 @@ bool is_ipv6_literal(std::string_view host);
 /// connected there (no packet is sent) and its local address read back. `host` may be a name (or a
 /// bracketed IPv6 address); it is resolved first and its addresses are tried in the resolver's order
 /// (RFC 6724: IPv6 first when this machine has an IPv6 route, IPv4 otherwise) until one connects.
-/// Throws std::runtime_error("cannot resolve H: ..." / "no route to H: ...").
+/// Throws Error("cannot resolve H: ..." / "no route to H: ...").
 std::string local_address_toward(const std::string& host, int port);
 
 /// True when `host` is this machine: a loopback address, an address of one of its interfaces, this

@@ -5,8 +5,20 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include "rendezvous/error.hpp"
 
 namespace ddprun::rendezvous {
+
+/// A rendezvous setting refused: `key` set to `value`, which is not `expected` ("a number >= 0").
+/// what() = "KEY=VALUE is not EXPECTED"; the caller names where the setting came from.
+struct SettingError : Error {
+  SettingError(std::string key, std::string value, std::string expected);
+  std::string key;
+  std::string value;
+  std::string expected;
+};
 
 struct RendezvousSettings {
   std::string run_id = "none";
@@ -48,10 +60,15 @@ struct RendezvousSettings {
   std::chrono::milliseconds lost_after() const { return keep_alive_interval * keep_alive_max_attempt; }
 };
 
-/// Applies the contract's keys of `conf` (values in seconds, fractions allowed; is_host a boolean as
-/// the command line spells it); other keys are ignored, as torchrun does. Throws
-/// std::invalid_argument("--rdzv-conf: ...") for a value that is not a number >= 0 (or is 0 where
-/// 0 means nothing sensible: keep_alive_interval, keep_alive_max_attempt, heartbeat_timeout).
+/// Applies one key of the contract (durations in seconds, fractions allowed; keep_alive_max_attempt
+/// an integer; is_host a boolean: 1/0, true/false, t/f, yes/no, y/n in any case); other keys are
+/// ignored, as torchrun does. The one validator of these values. Throws SettingError for a value
+/// that is not a number >= 0 ("a number >= 0"), or is 0 (or rounds to 0 ms) where 0 means nothing
+/// sensible (keep_alive_interval, heartbeat_timeout: "a number > 0", "at least 0.001 (1 ms)";
+/// keep_alive_max_attempt: "an integer >= 1"), or an is_host that is not a boolean ("a boolean").
+void apply_rendezvous_setting(RendezvousSettings& settings, std::string_view key, std::string_view value);
+
+/// apply_rendezvous_setting for every entry of `conf`, in key order.
 void apply_rendezvous_conf(RendezvousSettings& settings, const std::map<std::string, std::string>& conf);
 
 }  // namespace ddprun::rendezvous

@@ -80,7 +80,11 @@ INSTANTIATE_TEST_SUITE_P(
         BadCommandLine{{"WORKER", "env", "MARKER"}, "PET_NPROC_PER_NODE", {{"PET_NPROC_PER_NODE", "many"}}},
         BadCommandLine{{"--nnodes", "2", "--rdzv-conf", "keep_alive_interval=0", "WORKER", "env", "MARKER"},
                        "keep_alive_interval"},
-        BadCommandLine{{"--nnodes", "2", "--rdzv-backend", "c10d", "WORKER", "env", "MARKER"}, "--rdzv-endpoint"}));
+        BadCommandLine{{"--nnodes", "2", "--rdzv-backend", "c10d", "WORKER", "env", "MARKER"}, "--rdzv-endpoint"},
+        BadCommandLine{{"WORKER", "env", "MARKER"}, "DDPRUN_STORE_TOKEN is set but empty", {{"DDPRUN_STORE_TOKEN", ""}}},
+        BadCommandLine{{"--nnodes", "2", "WORKER", "env", "MARKER"},
+                       "DDPRUN_STORE_TOKEN_FILE",
+                       {{"DDPRUN_STORE_TOKEN_FILE", "/nonexistent/ddprun-token"}}}));
 
 TEST(CommandLine, HelpReadsWellAndExitsZero) {
   Outcome outcome = run_ddprun({"--help"});

@@ -2,10 +2,12 @@
 /// Shorthands of the command-line tests: parse a command line against a known environment and
 /// host, or get the one-line usage error it must cause.
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "launcher/cli.hpp"
 #include "launcher/errors.hpp"
+#include "rendezvous/endpoint.hpp"
 
 namespace ddprun::launcher::cli_testing {
 
@@ -17,8 +19,22 @@ inline const HostFacts kGpuHost{64, 4};
 /// A PATH with nothing on it, so that a bare program name is never found by accident.
 inline const Environ kNoPath{{"PATH", "/nonexistent/ddprun"}};
 
+/// The job `args` describe (a test fails with bad_variant_access when they ask for --help instead).
 inline LaunchConfig parse(const Args& args, const Environ& env = kNoPath, const HostFacts& host = kCpuHost) {
-  return parse_command_line(args, env, host);
+  return std::get<LaunchConfig>(parse_command_line(args, env, host));
+}
+
+/// The --help/--version text `args` ask for; "" when they describe a job.
+inline std::string info(const Args& args, const Environ& env = kNoPath, const HostFacts& host = kCpuHost) {
+  CommandLine command_line = parse_command_line(args, env, host);
+  const auto* text = std::get_if<InfoText>(&command_line);
+  return text == nullptr ? "" : text->text;
+}
+
+/// --rdzv-endpoint as resolved, "host:port" ("[v6]:port"); "" when unset.
+inline std::string endpoint_text(const LaunchConfig& config) {
+  if (!config.rdzv_endpoint) return "";
+  return rendezvous::format_endpoint(config.rdzv_endpoint->host, config.rdzv_endpoint->port);
 }
 
 /// The message of the UsageError that parsing `args` must throw ("" when none is thrown).

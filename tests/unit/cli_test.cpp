@@ -7,6 +7,7 @@
 #include <regex>
 
 #include "cli_parse.hpp"
+#include "launcher/cli_values.hpp"
 #include "launcher/errors.hpp"
 
 namespace ddprun::launcher {
@@ -108,14 +109,14 @@ TEST(ParseCommandLine, MessageQuotesTheValueAndSaysWhatIsExpected) {
 TEST(ParseCommandLine, Defaults) {
   LaunchConfig c = parse({"t.py"});
   LaunchConfig d;
-  EXPECT_EQ(c.min_nodes, 1);
-  EXPECT_EQ(c.max_nodes, 1);
-  EXPECT_EQ(c.nproc_per_node, 1);
-  EXPECT_EQ(c.node_rank, 0);
+  EXPECT_EQ(c.topology.min_nodes, 1);
+  EXPECT_EQ(c.topology.max_nodes, 1);
+  EXPECT_EQ(c.topology.nproc_per_node, 1);
+  EXPECT_EQ(c.topology.node_rank, 0);
   EXPECT_EQ(c.master_addr, "127.0.0.1");
   EXPECT_EQ(c.master_port, 29500);
-  EXPECT_EQ(c.rdzv_backend, "static");
-  EXPECT_EQ(c.rdzv_endpoint, "");
+  EXPECT_EQ(c.rdzv_backend, RdzvBackend::static_);
+  EXPECT_FALSE(c.rdzv_endpoint);
   EXPECT_EQ(c.rdzv_id, "none");
   EXPECT_TRUE(c.rdzv_conf.empty());
   EXPECT_FALSE(c.standalone);
@@ -137,8 +138,8 @@ TEST(ParseCommandLine, Defaults) {
 TEST(ParseCommandLine, ArgumentsAfterProgramAreKeptVerbatim) {
   LaunchConfig c = parse({"--nproc-per-node", "2", "train.py", "--lr", "0.1", "-m", "x", "--nnodes", "5", "--",
                           "${local_rank}", "--help", "--nproc_per_node=9"});
-  EXPECT_EQ(c.nproc_per_node, 2);
-  EXPECT_EQ(c.min_nodes, 1);
+  EXPECT_EQ(c.topology.nproc_per_node, 2);
+  EXPECT_EQ(c.topology.min_nodes, 1);
   EXPECT_EQ(c.mode, ProgramMode::python_script);
   EXPECT_EQ(c.program, "train.py");
   EXPECT_EQ(c.program_args,
@@ -162,7 +163,7 @@ TEST(ParseCommandLine, BothSpellingsAndTheEqualsForm) {
                                                  {{"--nproc_per_node=4", "t.py"}, 4},
                                                  {{"--nproc_per_node", "2", "--nproc-per-node=5", "t.py"}, 5}}) {
     SCOPED_TRACE(joined(s.args));
-    EXPECT_EQ(parse(s.args).nproc_per_node, s.nproc);
+    EXPECT_EQ(parse(s.args).topology.nproc_per_node, s.nproc);
   }
   // Every multi-word option, underscored.
   LaunchConfig c = parse({"--node_rank=1", "--nnodes=2", "--master_addr", "10.0.0.1", "--master_port", "1234",
@@ -172,11 +173,11 @@ TEST(ParseCommandLine, BothSpellingsAndTheEqualsForm) {
                           "--signals_to_handle", "SIGUSR1", "--devices_per_worker", "1",
                           "--log_line_prefix_template", "${rank}:", "--run_path", "/bin/sh"},
                          kNoPath, kGpuHost);
-  EXPECT_EQ(c.node_rank, 1);
+  EXPECT_EQ(c.topology.node_rank, 1);
   EXPECT_EQ(c.master_addr, "10.0.0.1");
   EXPECT_EQ(c.master_port, 1234);
-  EXPECT_EQ(c.rdzv_backend, "c10d");
-  EXPECT_EQ(c.rdzv_endpoint, "h:1");
+  EXPECT_EQ(c.rdzv_backend, RdzvBackend::c10d);
+  EXPECT_EQ(endpoint_text(c), "h:1");
   EXPECT_EQ(c.rdzv_id, "job");
   EXPECT_EQ(c.rdzv_conf.at("timeout"), "5");
   EXPECT_EQ(c.max_restarts, 3);
@@ -188,7 +189,7 @@ TEST(ParseCommandLine, BothSpellingsAndTheEqualsForm) {
   EXPECT_EQ(c.signals_to_handle, std::vector<int>{SIGUSR1});
   EXPECT_EQ(c.devices_per_worker, 1);
   EXPECT_EQ(c.log_line_prefix_template, "${rank}:");
-  EXPECT_TRUE(c.run_path);
+  EXPECT_EQ(c.mode, ProgramMode::python_script);  // --run_path: /bin/sh is run with python
   EXPECT_EQ(parse({"--no_python", "t.py"}).mode, ProgramMode::executable);
 }
 
@@ -213,12 +214,12 @@ TEST(ParseCommandLine, StreamMaps) {
 
 TEST(ParseCommandLine, PrecedenceCommandLineThenPetThenDefault) {
   Environ env = kNoPath;
-  EXPECT_EQ(parse({"t.py"}, env).nproc_per_node, 1);
+  EXPECT_EQ(parse({"t.py"}, env).topology.nproc_per_node, 1);
   env["PET_NPROC_PER_NODE"] = "3";
-  EXPECT_EQ(parse({"t.py"}, env).nproc_per_node, 3);
-  EXPECT_EQ(parse({"--nproc-per-node", "2", "t.py"}, env).nproc_per_node, 2);
+  EXPECT_EQ(parse({"t.py"}, env).topology.nproc_per_node, 3);
+  EXPECT_EQ(parse({"--nproc-per-node", "2", "t.py"}, env).topology.nproc_per_node, 2);
   env["PET_NPROC_PER_NODE"] = "";  // empty counts as unset
-  EXPECT_EQ(parse({"t.py"}, env).nproc_per_node, 1);
+  EXPECT_EQ(parse({"t.py"}, env).topology.nproc_per_node, 1);
 }
 
 TEST(ParseCommandLine, EveryOptionReadsItsPetVariable) {
@@ -236,20 +237,19 @@ TEST(ParseCommandLine, EveryOptionReadsItsPetVariable) {
               {"PET_DEVICES_PER_WORKER", "2"}, {"PET_LOG_LINE_PREFIX_TEMPLATE", "${hostname}|"},
               {"PET_MODULE", "1"}});
   LaunchConfig c = parse({"pkg.main"}, env, kGpuHost);
-  EXPECT_EQ(c.nproc_per_node, 2);
-  EXPECT_EQ(c.min_nodes, 1);
-  EXPECT_EQ(c.max_nodes, 3);
-  EXPECT_EQ(c.node_rank, 2);
+  EXPECT_EQ(c.topology.nproc_per_node, 2);
+  EXPECT_EQ(c.topology.min_nodes, 1);
+  EXPECT_EQ(c.topology.max_nodes, 3);
+  EXPECT_EQ(c.topology.node_rank, 2);
   EXPECT_EQ(c.master_addr, "node0");
   EXPECT_EQ(c.master_port, 4000);
-  EXPECT_EQ(c.rdzv_endpoint, "[::1]:5000");
-  EXPECT_EQ(c.rdzv_backend, "c10d");
+  EXPECT_EQ(endpoint_text(c), "[::1]:5000");
+  EXPECT_EQ(c.rdzv_backend, RdzvBackend::c10d);
   EXPECT_EQ(c.rdzv_id, "job7");
   EXPECT_EQ(c.rdzv_conf, (std::map<std::string, std::string>{{"join_timeout", "60"}}));
   EXPECT_EQ(c.max_restarts, 4);
   EXPECT_DOUBLE_EQ(c.monitor_interval_s, 1.5);
   EXPECT_EQ(c.role, "trainer");
-  EXPECT_FALSE(c.run_path);
   EXPECT_EQ(c.log_dir, "/logs");
   EXPECT_EQ(c.redirects.all, StdStreams::both);
   EXPECT_EQ(c.tee.for_local_rank(0), StdStreams::out);
@@ -286,17 +286,17 @@ TEST(ParseCommandLine, BadPetValueNamesTheVariable) {
   message = usage_error({"t.py"}, {{"PET_MASTER_PORT", "-1"}});
   EXPECT_NE(message.find("PET_MASTER_PORT"), std::string::npos) << message;
   // The command line wins, so a bad PET_* value under a good flag is never read.
-  EXPECT_EQ(parse({"--nnodes", "2", "t.py"}, {{"PET_NNODES", "3:1"}}).max_nodes, 2);
+  EXPECT_EQ(parse({"--nnodes", "2", "t.py"}, {{"PET_NNODES", "3:1"}}).topology.max_nodes, 2);
 }
 
 TEST(ParseCommandLine, Standalone) {
   LaunchConfig a = parse({"--standalone", "--rdzv-backend", "etcd", "--rdzv-endpoint", "x:1", "--rdzv-id", "mine",
                           "t.py"});
   EXPECT_TRUE(a.standalone);
-  EXPECT_EQ(a.rdzv_backend, "c10d");
-  EXPECT_EQ(a.rdzv_endpoint, "localhost:0");
-  EXPECT_EQ(a.min_nodes, 1);
-  EXPECT_EQ(a.max_nodes, 1);
+  EXPECT_EQ(a.rdzv_backend, RdzvBackend::c10d);
+  EXPECT_EQ(endpoint_text(a), "localhost:0");
+  EXPECT_EQ(a.topology.min_nodes, 1);
+  EXPECT_EQ(a.topology.max_nodes, 1);
   EXPECT_TRUE(std::regex_match(a.rdzv_id, std::regex("[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
       << a.rdzv_id;
   EXPECT_NE(parse({"--standalone", "t.py"}).rdzv_id, a.rdzv_id);
@@ -304,11 +304,11 @@ TEST(ParseCommandLine, Standalone) {
 }
 
 TEST(ParseCommandLine, NprocGpuCpuAuto) {
-  EXPECT_EQ(parse({"--nproc-per-node", "gpu", "t.py"}, kNoPath, {16, 4}).nproc_per_node, 4);
-  EXPECT_EQ(parse({"--nproc-per-node", "cpu", "t.py"}, kNoPath, {16, 4}).nproc_per_node, 16);
-  EXPECT_EQ(parse({"--nproc-per-node", "auto", "t.py"}, kNoPath, {16, 4}).nproc_per_node, 4);
-  EXPECT_EQ(parse({"--nproc-per-node", "auto", "t.py"}, kNoPath, {16, 0}).nproc_per_node, 16);
-  EXPECT_EQ(parse({"--nproc-per-node", "gpu", "--devices-per-worker", "2", "t.py"}, kNoPath, {16, 5}).nproc_per_node,
+  EXPECT_EQ(parse({"--nproc-per-node", "gpu", "t.py"}, kNoPath, {16, 4}).topology.nproc_per_node, 4);
+  EXPECT_EQ(parse({"--nproc-per-node", "cpu", "t.py"}, kNoPath, {16, 4}).topology.nproc_per_node, 16);
+  EXPECT_EQ(parse({"--nproc-per-node", "auto", "t.py"}, kNoPath, {16, 4}).topology.nproc_per_node, 4);
+  EXPECT_EQ(parse({"--nproc-per-node", "auto", "t.py"}, kNoPath, {16, 0}).topology.nproc_per_node, 16);
+  EXPECT_EQ(parse({"--nproc-per-node", "gpu", "--devices-per-worker", "2", "t.py"}, kNoPath, {16, 5}).topology.nproc_per_node,
             2);
   std::string message = usage_error({"--nproc-per-node", "gpu", "t.py"}, kNoPath, {16, 0});
   EXPECT_NE(message.find("no CUDA devices are visible"), std::string::npos) << message;
@@ -326,10 +326,10 @@ TEST(ParseCommandLine, DevicesPerWorkerChecksVisibleDevices) {
 TEST(ParseCommandLine, MultiNodeIsParsedAndKept) {
   LaunchConfig c = parse({"--nnodes", "2:4", "--node-rank", "3", "--rdzv-backend", "c10d", "--rdzv-endpoint",
                           "head.example:29400", "t.py"});
-  EXPECT_EQ(c.min_nodes, 2);
-  EXPECT_EQ(c.max_nodes, 4);
-  EXPECT_EQ(c.node_rank, 3);
-  EXPECT_EQ(c.rdzv_backend, "c10d");
+  EXPECT_EQ(c.topology.min_nodes, 2);
+  EXPECT_EQ(c.topology.max_nodes, 4);
+  EXPECT_EQ(c.topology.node_rank, 3);
+  EXPECT_EQ(c.rdzv_backend, RdzvBackend::c10d);
 }
 
 TEST(ParseCommandLine, RdzvConf) {
@@ -363,33 +363,26 @@ TEST(ParseCommandLine, Mode) {
   EXPECT_EQ(parse({"/bin"}).mode, ProgramMode::python_script);  // a folder: python runs its __main__.py
   LaunchConfig run_path = parse({"--run-path", "/bin/sh"});
   EXPECT_EQ(run_path.mode, ProgramMode::python_script);
-  EXPECT_TRUE(run_path.run_path);
 }
 
 TEST(ParseCommandLine, HelpAndVersion) {
-  try {
-    parse({"--nproc-per-node", "2", "--help"});
-    FAIL() << "expected InfoRequested";
-  } catch (const InfoRequested& info) {
-    for (const char* text : {"Membership and rendezvous:", "Workers:", "Output:", "Program:", "--nnodes",
-                             "--nproc-per-node", "--node-rank", "--master-addr", "--master-port", "--rdzv-backend",
-                             "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf", "--standalone", "--max-restarts",
-                             "--monitor-interval", "--role", "-m, --module", "--no-python", "--run-path", "--log-dir",
-                             "-r, --redirects", "-t, --tee", "--local-ranks-filter", "--local-addr",
-                             "--shutdown-timeout", "--signals-to-handle", "--devices-per-worker",
-                             "--log-line-prefix-template", "--version", "PET_"}) {
-      EXPECT_NE(info.text.find(text), std::string::npos) << text;
-    }
-    EXPECT_EQ(info.text.back(), '\n');  // main writes it as is
+  std::string help = info({"--nproc-per-node", "2", "--help"});
+  for (const char* text : {"Membership and rendezvous:", "Workers:", "Output:", "Program:", "--nnodes",
+                           "--nproc-per-node", "--node-rank", "--master-addr", "--master-port", "--rdzv-backend",
+                           "--rdzv-endpoint", "--rdzv-id", "--rdzv-conf", "--standalone", "--max-restarts",
+                           "--monitor-interval", "--role", "-m, --module", "--no-python", "--run-path", "--log-dir",
+                           "-r, --redirects", "-t, --tee", "--local-ranks-filter", "--local-addr",
+                           "--shutdown-timeout", "--signals-to-handle", "--devices-per-worker",
+                           "--log-line-prefix-template", "--version", "PET_"}) {
+    EXPECT_NE(help.find(text), std::string::npos) << text;
   }
-  EXPECT_THROW(parse({"-h"}), InfoRequested);
-  try {
-    parse({"--version"});
-    FAIL() << "expected InfoRequested";
-  } catch (const InfoRequested& info) {
-    EXPECT_EQ(info.text.rfind("ddprun ", 0), 0U) << info.text;
-  }
+  ASSERT_FALSE(help.empty());
+  EXPECT_EQ(help.back(), '\n');  // main writes it as is
+  EXPECT_EQ(info({"-h"}), help);
+  std::string version = info({"--version"});
+  EXPECT_EQ(version.rfind("ddprun ", 0), 0U) << version;
   // After PROGRAM, --help belongs to the program.
+  EXPECT_EQ(info({"t.py", "--help"}), "");
   EXPECT_EQ(parse({"t.py", "--help"}).program_args, Args{"--help"});
 }
 

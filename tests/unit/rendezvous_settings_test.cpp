@@ -1,9 +1,8 @@
-// --rdzv-conf: torchrun's keys and defaults, and the values a typo produces.
+// The rendezvous settings (--rdzv-conf's keys): torchrun's keys and defaults, and the values a typo produces.
 #include "rendezvous/rendezvous_settings.hpp"
 
 #include <gtest/gtest.h>
 
-#include <stdexcept>
 #include <string>
 
 using namespace ddprun::rendezvous;
@@ -21,7 +20,9 @@ RendezvousSettings applied(const std::map<std::string, std::string>& conf) {
 std::string rejection(const std::string& key, const std::string& value) {
   try {
     applied({{key, value}});
-  } catch (const std::invalid_argument& error) {
+  } catch (const SettingError& error) {
+    EXPECT_EQ(error.key, key);
+    EXPECT_EQ(error.value, value);
     return error.what();
   }
   return {};
@@ -90,7 +91,7 @@ TEST(RendezvousSettings, TinyPositiveValuesDoNotBecomeZero) {
     try {
       RendezvousSettings settings = applied({{key, "0.0001"}});
       EXPECT_GT(key == "keep_alive_interval" ? settings.keep_alive_interval : settings.heartbeat_timeout, 0ms) << key;
-    } catch (const std::invalid_argument& error) {
+    } catch (const SettingError& error) {
       EXPECT_NE(std::string(error.what()).find(key), std::string::npos) << error.what();
     }
   }
@@ -124,7 +125,8 @@ TEST(RendezvousSettings, BadValuesNameTheKey) {
     for (std::string bad : {"", "abc", "-1", "-0.5", "5s", "1,5", "nan", "inf"}) {
       std::string message = rejection(key, bad);
       EXPECT_NE(message, "") << key << "=" << bad << " accepted";
-      EXPECT_EQ(message.rfind("--rdzv-conf: ", 0), 0u) << message;
+      // The layer's own words: KEY=VALUE is not ...; the command line names the flag.
+      EXPECT_EQ(message.rfind(std::string(key) + "=" + bad + " is not ", 0), 0u) << message;
       EXPECT_NE(message.find(key), std::string::npos) << message;
     }
   }
@@ -150,4 +152,38 @@ TEST(RendezvousSettings, JoinDeadlineIsTimeoutForStaticAndJoinTimeoutForC10d) {
 TEST(RendezvousSettings, LostAfterIsIntervalTimesAttempts) {
   RendezvousSettings settings = applied({{"keep_alive_interval", "0.5"}, {"keep_alive_max_attempt", "4"}});
   EXPECT_EQ(settings.lost_after(), 2s);
+}
+
+TEST(RendezvousSettings, SettingErrorIsTheLayersErrorAndSaysWhatWasExpected) {
+  struct Row {
+    std::string key, value, expected;
+  };
+  const Row rows[] = {
+      {"join_timeout", "soon", "a number >= 0"},
+      {"read_timeout", "-1", "a number >= 0"},
+      {"keep_alive_interval", "0", "a number > 0"},
+      {"heartbeat_timeout", "0.0001", "at least 0.001 (1 ms)"},
+      {"keep_alive_max_attempt", "2.5", "an integer >= 1"},
+      {"keep_alive_max_attempt", "x", "a number >= 0"},
+      {"is_host", "maybe", "a boolean"},
+  };
+  for (const auto& row : rows) {
+    RendezvousSettings settings;
+    try {
+      apply_rendezvous_setting(settings, row.key, row.value);
+      ADD_FAILURE() << row.key << "=" << row.value << " accepted";
+    } catch (const Error& error) {  // the layer's base
+      const auto* setting = dynamic_cast<const SettingError*>(&error);
+      ASSERT_NE(setting, nullptr) << error.what();
+      EXPECT_EQ(setting->expected, row.expected) << row.key << "=" << row.value;
+      EXPECT_EQ(std::string(error.what()), row.key + "=" + row.value + " is not " + row.expected);
+    }
+  }
+}
+
+TEST(RendezvousSettings, EntriesApplyInOrderAndTheLastWins) {
+  RendezvousSettings settings;
+  apply_rendezvous_setting(settings, "join_timeout", "1");
+  apply_rendezvous_setting(settings, "join_timeout", "2");
+  EXPECT_EQ(settings.join_timeout, 2s);
 }

@@ -26,7 +26,7 @@ TEST(QuoteCommand, Table) {
 TEST(DescribeLaunchConfig, SingleNodePythonScript) {
   LaunchConfig config;
   config.program = "train.py";
-  config.nproc_per_node = 4;
+  config.topology.nproc_per_node = 4;
   config.max_restarts = 3;
   config.rdzv_id = "job7";
   LaunchFacts facts;
@@ -58,11 +58,11 @@ TEST(DescribeLaunchConfig, SingleNodePythonScript) {
 TEST(DescribeLaunchConfig, ElasticExecutableWithoutGpuCount) {
   LaunchConfig config;
   config.program = "trainer";
-  config.min_nodes = 2;
-  config.max_nodes = 4;
-  config.node_rank = 0;
-  config.rdzv_backend = "c10d";
-  config.rdzv_endpoint = "node0:29400";
+  config.topology.min_nodes = 2;
+  config.topology.max_nodes = 4;
+  config.topology.node_rank = 0;
+  config.rdzv_backend = RdzvBackend::c10d;
+  config.rdzv_endpoint = rendezvous::Endpoint{"node0", 29400};
   config.rdzv_conf = {{"join_timeout", "60"}, {"is_host", "true"}};
   config.signals_to_forward = {};
   LaunchFacts facts;
