@@ -1,19 +1,25 @@
 #pragma once
-/// The two kinds of expected failure of the launcher. `main` turns each into one line on
-/// stderr and the exit status of the architecture page.
+/// The launcher's one error model: everything it throws for a user to read derives from
+/// launcher::Error. One place (exit_status.hpp) turns these, the rendezvous layer's errors and the
+/// system's into one line on stderr and the exit status of the architecture page.
 #include <stdexcept>
 #include <string>
 
 namespace ddprun::launcher {
 
-/// A bad flag, value or program: exit status 2, raised before any worker starts.
-struct UsageError : std::runtime_error {
+struct Error : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+/// A bad flag, value or program: exit status 2, raised before any worker starts (by the command
+/// line and the program's resolution; nothing after them raises it).
+struct UsageError : Error {
+  using Error::Error;
+};
+
 /// The job could not run or failed (port in use, spawn failed, workers failed): exit status 1.
-struct LaunchError : std::runtime_error {
-  using std::runtime_error::runtime_error;
+struct LaunchError : Error {
+  using Error::Error;
 };
 
 inline constexpr int kExitSuccess = 0;

@@ -1,13 +1,10 @@
-/// ddprun: parse, plan, run. Every expected failure becomes one line on stderr and the exit
-/// status of the architecture page.
+/// ddprun: parse, plan, run. Every failure that ends it becomes one line on stderr and the exit
+/// status of the architecture page, in one place (exit_status.hpp).
 #include <signal.h>
 #include <unistd.h>
 
-#include <boost/system/system_error.hpp>
 #include <climits>
-#include <filesystem>
-#include <new>
-#include <system_error>
+#include <exception>
 #include <string>
 #include <utility>
 #include <variant>
@@ -17,6 +14,7 @@
 #include "launcher/cli.hpp"
 #include "launcher/console.hpp"
 #include "launcher/errors.hpp"
+#include "launcher/exit_status.hpp"
 #include "launcher/program.hpp"
 
 using namespace ddprun::launcher;
@@ -29,19 +27,17 @@ std::string this_hostname() {
   return name;
 }
 
-/// The job to run, or the text --help/--version ask for.
-std::variant<AgentPlan, InfoText> plan_job(const std::vector<std::string>& args) {
+int run(const std::vector<std::string>& args) {
   Environ env = current_environ();
   CommandLine command_line = parse_command_line(args, env, read_host_facts(env));
-  if (auto* info = std::get_if<InfoText>(&command_line)) return std::move(*info);
+  if (const auto* info = std::get_if<InfoText>(&command_line)) {
+    write_all(STDOUT_FILENO, info->text);
+    return kExitSuccess;
+  }
   LaunchConfig& config = std::get<LaunchConfig>(command_line);
   WorkerCommand command = resolve_program(config, env);
-  return AgentPlan{std::move(config), std::move(command), std::move(env), this_hostname()};
-}
-
-int fail(const std::string& line, int status) {
-  write_all(STDERR_FILENO, "ddprun: " + line + "\n");
-  return status;
+  Agent agent(AgentPlan{std::move(config), std::move(command), std::move(env), this_hostname()});
+  return agent.run();
 }
 
 }  // namespace
@@ -50,30 +46,10 @@ int main(int argc, char** argv) {
   // A closed console must not kill the launcher before it has stopped its workers.
   ::signal(SIGPIPE, SIG_IGN);
   try {
-    auto plan = plan_job(std::vector<std::string>(argv + 1, argv + argc));
-    if (const auto* info = std::get_if<InfoText>(&plan)) {
-      write_all(STDOUT_FILENO, info->text);
-      return kExitSuccess;
-    }
-    Agent agent(std::move(std::get<AgentPlan>(plan)));
-    return agent.run();
-  } catch (const UsageError& error) {
-    return fail(std::string("error: ") + error.what() + " (see ddprun --help)", kExitUsage);
-  } catch (const LaunchError& error) {
-    return fail(error.what(), kExitJobFailed);
-  } catch (const std::filesystem::filesystem_error& error) {
-    // The machine, not ddprun: a missing folder, a full disk, no permission.
-    return fail(std::string(error.what()) + " (check that the folder exists, is writable and has room)",
-                kExitJobFailed);
-  } catch (const boost::system::system_error& error) {  // Asio's: a socket or descriptor the system refused
-    return fail(std::string(error.what()) + " (a system resource ran out or was refused: check ulimit -a)",
-                kExitJobFailed);
-  } catch (const std::system_error& error) {
-    return fail(std::string(error.what()) + " (a system resource ran out or was refused: check ulimit -a)",
-                kExitJobFailed);
-  } catch (const std::bad_alloc&) {
-    return fail("out of memory", kExitJobFailed);
-  } catch (const std::exception& error) {
-    return fail(std::string("internal error: ") + error.what(), kExitJobFailed);
+    return run(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (...) {
+    ExitReport report = report_failure(std::current_exception());
+    write_all(STDERR_FILENO, report.line);
+    return report.status;
   }
 }
