@@ -120,6 +120,27 @@ wire::Request make_request(wire::Op op, std::vector<std::string> keys = {}, std:
   return request;
 }
 
+/// What a call is about, as its messages name it: "SET for \"/k\"", "WAIT for \"/a\", \"/b\"",
+/// "GETNUMKEYS". Holds the prefixed keys the request sends; the text is made only for a message.
+struct Subject {
+  std::string_view op;
+  std::vector<std::string> keys;
+  enum class Shown { none, key, keys } shown = Shown::none;
+
+  static Subject named(std::string_view op) { return {op, {}, Shown::none}; }
+  static Subject key(std::string_view op, std::string_view key) { return {op, {prefixed(key)}, Shown::key}; }
+  static Subject keys_of(std::string_view op, const std::vector<std::string>& keys) {
+    return {op, prefixed(keys), Shown::keys};
+  }
+
+  std::string text() const {
+    std::string out(op);
+    if (shown == Shown::key) out += " for " + describe_key(keys.front());
+    if (shown == Shown::keys) out += " for " + describe_keys(keys);
+    return out;
+  }
+};
+
 std::string describe_io_error(const boost::system::error_code& ec) {
   if (ec == asio::error::eof) return "the store closed the connection";
   if (ec == asio::error::connection_reset) return "the store reset the connection";
@@ -171,143 +192,132 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
   // ------------------------------------------------------------------------------------- calls
   // Each is static and takes the session by shared_ptr: the coroutine's frame then holds it.
 
-  /// Runs `body` as the client's one operation: std::logic_error when another is pending; a
-  /// CallFailed becomes StoreError/StoreTimeout naming `what`.
+  /// Runs `body(session, subject)` as the client's one operation: std::logic_error when another is
+  /// pending; a CallFailed becomes StoreError/StoreTimeout naming the subject. The subject (with the
+  /// prefixed keys) lives in this frame, so the body reads it by reference; its text is only made
+  /// for a message.
   template <class T, class Body>
-  static Task<T> call(std::shared_ptr<Session> self, std::string what, Body body) {
+  static Task<T> call(std::shared_ptr<Session> self, Subject subject, Body body) {
     Busy busy(*self);
     try {
       if constexpr (std::is_void_v<T>) {
-        co_await body();
+        co_await body(*self, subject);
         co_return;
       } else {
-        co_return co_await body();
+        co_return co_await body(*self, subject);
       }
     } catch (const CallFailed& failed) {
-      self->throw_store_error(what, failed);
+      self->throw_store_error(subject, failed);
     }
   }
 
   static Task<void> connect(std::shared_ptr<Session> self) {
-    Session* s = self.get();
-    return call<void>(std::move(self), std::string("connecting"), [s]() -> Task<void> {
-      if (!s->usable_between_calls()) co_await s->connect_with_retry();
+    return call<void>(std::move(self), Subject::named("connecting"), [](Session& s, const Subject&) -> Task<void> {
+      if (!s.usable_between_calls()) co_await s.connect_with_retry();
     });
   }
 
   static Task<void> set(std::shared_ptr<Session> self, std::string key, std::string value) {
-    std::string k = prefixed(key);
-    std::string what = "SET for " + describe_key(k);
-    Session* s = self.get();
-    return call<void>(std::move(self), std::move(what), [s, k = std::move(k), value = std::move(value)]() -> Task<void> {
-      const wire::Request request = make_request(wire::Op::set, {k}, {value});
-      co_await s->send(request, s->options.timeout);
-    });
+    return call<void>(std::move(self), Subject::key("SET", key),
+                      [value = std::move(value)](Session& s, const Subject& subject) -> Task<void> {
+                        const wire::Request request = make_request(wire::Op::set, subject.keys, {value});
+                        co_await s.send(request, s.options.timeout);
+                      });
   }
 
   static Task<std::string> get(std::shared_ptr<Session> self, std::string key, milliseconds timeout) {
-    std::string k = prefixed(key);
-    std::string what = "GET for " + describe_key(k);
-    Session* s = self.get();
-    return call<std::string>(std::move(self), what, [s, k = std::move(k), timeout, what]() -> Task<std::string> {
-      const std::vector<std::string> keys = {k};
-      co_await s->wait_for_keys(keys, timeout, what, timeout, " waiting for the key to be set");
-      const wire::Request request = make_request(wire::Op::get, keys);
-      Deadline deadline = co_await s->send(request, s->options.timeout);
-      co_return std::move((co_await s->read_reply(wire::Op::get, deadline)).values.front());
-    });
+    return call<std::string>(std::move(self), Subject::key("GET", key),
+                             [timeout](Session& s, const Subject& subject) -> Task<std::string> {
+                               co_await s.wait_for_keys(subject, timeout, timeout, " waiting for the key to be set");
+                               const wire::Request request = make_request(wire::Op::get, subject.keys);
+                               wire::Reply reply = co_await s.round_trip(request);
+                               co_return std::move(reply.values.front());
+                             });
   }
 
   static Task<std::int64_t> add(std::shared_ptr<Session> self, std::string key, std::int64_t delta) {
-    std::string k = prefixed(key);
-    std::string what = "ADD for " + describe_key(k);
-    Session* s = self.get();
-    return call<std::int64_t>(std::move(self), std::move(what), [s, k = std::move(k), delta]() -> Task<std::int64_t> {
-      wire::Request request = make_request(wire::Op::add, {k});
-      request.delta = delta;
-      co_return (co_await s->round_trip(request)).number;
-    });
+    return call<std::int64_t>(std::move(self), Subject::key("ADD", key),
+                              [delta](Session& s, const Subject& subject) -> Task<std::int64_t> {
+                                wire::Request request = make_request(wire::Op::add, subject.keys);
+                                request.delta = delta;
+                                wire::Reply reply = co_await s.round_trip(request);
+                                co_return reply.number;
+                              });
   }
 
   static Task<std::string> compare_set(std::shared_ptr<Session> self, std::string key, std::string expected,
                                        std::string desired) {
-    std::string k = prefixed(key);
-    std::string what = "COMPARE_SET for " + describe_key(k);
-    Session* s = self.get();
     return call<std::string>(
-        std::move(self), std::move(what),
-        [s, k = std::move(k), expected = std::move(expected), desired = std::move(desired)]() -> Task<std::string> {
-          const wire::Request request = make_request(wire::Op::compare_set, {k}, {expected, desired});
-          co_return std::move((co_await s->round_trip(request)).values.front());
+        std::move(self), Subject::key("COMPARE_SET", key),
+        [expected = std::move(expected), desired = std::move(desired)](Session& s,
+                                                                        const Subject& subject) -> Task<std::string> {
+          const wire::Request request = make_request(wire::Op::compare_set, subject.keys, {expected, desired});
+          wire::Reply reply = co_await s.round_trip(request);
+          co_return std::move(reply.values.front());
         });
   }
 
   static Task<bool> check(std::shared_ptr<Session> self, std::vector<std::string> keys) {
-    std::vector<std::string> ks = prefixed(keys);
-    std::string what = "CHECK for " + describe_keys(ks);
-    Session* s = self.get();
-    return call<bool>(std::move(self), std::move(what), [s, ks = std::move(ks)]() -> Task<bool> {
-      co_return (co_await s->round_trip(make_request(wire::Op::check, ks))).number == wire::kCheckReady;
+    return call<bool>(std::move(self), Subject::keys_of("CHECK", keys), [](Session& s, const Subject& subject) -> Task<bool> {
+      const wire::Request request = make_request(wire::Op::check, subject.keys);
+      wire::Reply reply = co_await s.round_trip(request);
+      co_return reply.number == wire::kCheckReady;
     });
   }
 
   static Task<void> wait(std::shared_ptr<Session> self, std::vector<std::string> keys, milliseconds timeout) {
-    std::vector<std::string> ks = prefixed(keys);
-    std::string what = "WAIT for " + describe_keys(ks);
-    Session* s = self.get();
-    return call<void>(std::move(self), what, [s, ks = std::move(ks), timeout, what]() -> Task<void> {
-      co_await s->wait_for_keys(ks, timeout, what, timeout, "");
-    });
+    return call<void>(std::move(self), Subject::keys_of("WAIT", keys),
+                      [timeout](Session& s, const Subject& subject) -> Task<void> {
+                        co_await s.wait_for_keys(subject, timeout, timeout, "");
+                      });
   }
 
   static Task<std::vector<std::string>> multi_get(std::shared_ptr<Session> self, std::vector<std::string> keys,
                                                   milliseconds timeout) {
-    std::vector<std::string> ks = prefixed(keys);
-    std::string what = "MULTI_GET for " + describe_keys(ks);
-    Session* s = self.get();
     return call<std::vector<std::string>>(
-        std::move(self), what, [s, ks = std::move(ks), timeout, what]() -> Task<std::vector<std::string>> {
+        std::move(self), Subject::keys_of("MULTI_GET", keys),
+        [timeout](Session& s, const Subject& subject) -> Task<std::vector<std::string>> {
           // As PyTorch: wait for all the keys first, since the server cannot answer for a missing one.
-          co_await s->wait_for_keys(ks, timeout, what, timeout, " waiting for the keys to be set");
+          co_await s.wait_for_keys(subject, timeout, timeout, " waiting for the keys to be set");
           std::vector<std::string> values;
-          if (s->dialect == wire::Dialect::legacy) {  // 1.13 has no MULTI_GET
-            values.reserve(ks.size());
-            for (const auto& k : ks) {
+          if (s.dialect == wire::Dialect::legacy) {  // 1.13 has no MULTI_GET
+            values.reserve(subject.keys.size());
+            for (const auto& k : subject.keys) {
               const wire::Request request = make_request(wire::Op::get, {k});
-              values.push_back(std::move((co_await s->round_trip(request)).values.front()));
+              wire::Reply reply = co_await s.round_trip(request);
+              values.push_back(std::move(reply.values.front()));
             }
             co_return values;
           }
-          Deadline deadline = co_await s->send(make_request(wire::Op::multi_get, ks), s->options.timeout);
-          co_return std::move((co_await s->read_reply(wire::Op::multi_get, deadline, ks.size())).values);
+          const wire::Request request = make_request(wire::Op::multi_get, subject.keys);
+          wire::Reply reply = co_await s.round_trip(request);
+          co_return std::move(reply.values);
         });
   }
 
   static Task<std::int64_t> num_keys(std::shared_ptr<Session> self) {
-    Session* s = self.get();
-    return call<std::int64_t>(std::move(self), std::string("GETNUMKEYS"), [s]() -> Task<std::int64_t> {
-      co_return (co_await s->round_trip(make_request(wire::Op::num_keys))).number;
-    });
+    return call<std::int64_t>(std::move(self), Subject::named("GETNUMKEYS"),
+                              [](Session& s, const Subject&) -> Task<std::int64_t> {
+                                const wire::Request request = make_request(wire::Op::num_keys);
+                                wire::Reply reply = co_await s.round_trip(request);
+                                co_return reply.number;
+                              });
   }
 
   static Task<bool> delete_key(std::shared_ptr<Session> self, std::string key) {
-    std::string k = prefixed(key);
-    std::string what = "DELETE_KEY for " + describe_key(k);
-    Session* s = self.get();
-    return call<bool>(std::move(self), std::move(what), [s, k = std::move(k)]() -> Task<bool> {
-      const wire::Request request = make_request(wire::Op::delete_key, {k});
-      co_return (co_await s->round_trip(request)).number > 0;
+    return call<bool>(std::move(self), Subject::key("DELETE_KEY", key), [](Session& s, const Subject& subject) -> Task<bool> {
+      const wire::Request request = make_request(wire::Op::delete_key, subject.keys);
+      wire::Reply reply = co_await s.round_trip(request);
+      co_return reply.number > 0;
     });
   }
 
   static Task<void> append(std::shared_ptr<Session> self, std::string key, std::string value) {
-    std::string k = prefixed(key);
-    std::string what = "APPEND for " + describe_key(k);
-    Session* s = self.get();
-    return call<void>(std::move(self), std::move(what), [s, k = std::move(k), value = std::move(value)]() -> Task<void> {
-      const wire::Request request = make_request(wire::Op::append, {k}, {value});
-      co_await s->send(request, s->options.timeout);
-    });
+    return call<void>(std::move(self), Subject::key("APPEND", key),
+                      [value = std::move(value)](Session& s, const Subject& subject) -> Task<void> {
+                        const wire::Request request = make_request(wire::Op::append, subject.keys, {value});
+                        co_await s.send(request, s.options.timeout);
+                      });
   }
 
   static Task<void> multi_set(std::shared_ptr<Session> self, std::vector<std::string> keys,
@@ -316,74 +326,67 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
       throw std::invalid_argument("StoreClient::multi_set: " + std::to_string(keys.size()) + " keys but " +
                                   std::to_string(values.size()) + " values");
     }
-    std::vector<std::string> ks = prefixed(keys);
-    std::string what = "MULTI_SET for " + describe_keys(ks);
-    Session* s = self.get();
-    return call<void>(std::move(self), std::move(what), [s, ks = std::move(ks), values = std::move(values)]() -> Task<void> {
-      if (s->dialect == wire::Dialect::legacy) {  // 1.13 has no MULTI_SET
-        for (std::size_t i = 0; i < ks.size(); ++i) {
-          const wire::Request request = make_request(wire::Op::set, {ks[i]}, {values[i]});
-          co_await s->send(request, s->options.timeout);
-        }
-        co_return;
-      }
-      co_await s->send(make_request(wire::Op::multi_set, ks, values), s->options.timeout);
-    });
+    return call<void>(std::move(self), Subject::keys_of("MULTI_SET", keys),
+                      [values = std::move(values)](Session& s, const Subject& subject) -> Task<void> {
+                        if (s.dialect == wire::Dialect::legacy) {  // 1.13 has no MULTI_SET
+                          for (std::size_t i = 0; i < subject.keys.size(); ++i) {
+                            const wire::Request request = make_request(wire::Op::set, {subject.keys[i]}, {values[i]});
+                            co_await s.send(request, s.options.timeout);
+                          }
+                          co_return;
+                        }
+                        const wire::Request request = make_request(wire::Op::multi_set, subject.keys, values);
+                        co_await s.send(request, s.options.timeout);
+                      });
   }
 
   static Task<void> queue_push(std::shared_ptr<Session> self, std::string key, std::string value) {
-    std::string k = prefixed(key);
-    std::string what = "QUEUE_PUSH for " + describe_key(k);
-    Session* s = self.get();
-    return call<void>(std::move(self), std::move(what), [s, k = std::move(k), value = std::move(value)]() -> Task<void> {
-      const wire::Request request = make_request(wire::Op::queue_push, {k}, {value});
-      co_await s->send(request, s->options.timeout);
-    });
+    return call<void>(std::move(self), Subject::key("QUEUE_PUSH", key),
+                      [value = std::move(value)](Session& s, const Subject& subject) -> Task<void> {
+                        const wire::Request request = make_request(wire::Op::queue_push, subject.keys, {value});
+                        co_await s.send(request, s.options.timeout);
+                      });
   }
 
   static Task<std::string> queue_pop(std::shared_ptr<Session> self, std::string key, milliseconds timeout) {
-    std::string k = prefixed(key);
-    std::string what = "QUEUE_POP for " + describe_key(k);
-    Session* s = self.get();
-    return call<std::string>(std::move(self), what, [s, k = std::move(k), timeout, what]() -> Task<std::string> {
-      const Deadline overall = deadline_after(timeout);
-      const std::vector<std::string> keys = {k};
-      const wire::Request pop = make_request(wire::Op::queue_pop, keys);
-      milliseconds pause{1};
-      for (;;) {
-        auto left = std::chrono::ceil<milliseconds>(std::max(overall.at - Clock::now(), Clock::duration::zero()));
-        co_await s->wait_for_keys(keys, left, what, timeout, " waiting for an item");
-        wire::Reply popped = co_await s->round_trip(pop);
-        if (popped.number > 0) co_return std::move(popped.values.front());
-        // Another client took the item between our WAIT and our POP. Pause before waiting again, in
-        // case the store counts an empty queue as an existing key (the WAIT would not block).
-        if (Clock::now() >= overall.at) {
-          throw StoreTimeout("store " + s->address + ": " + what + " timed out after " + describe_duration(timeout) +
-                             " waiting for an item");
-        }
-        co_await s->pause(std::min<Clock::duration>(pause, overall.at - Clock::now()));
-        pause = std::min(pause * 2, milliseconds(100));
-      }
-    });
+    return call<std::string>(
+        std::move(self), Subject::key("QUEUE_POP", key), [timeout](Session& s, const Subject& subject) -> Task<std::string> {
+          const Deadline overall = deadline_after(timeout);
+          const wire::Request pop = make_request(wire::Op::queue_pop, subject.keys);
+          milliseconds pause{1};
+          for (;;) {
+            auto left = std::chrono::ceil<milliseconds>(std::max(overall.at - Clock::now(), Clock::duration::zero()));
+            co_await s.wait_for_keys(subject, left, timeout, " waiting for an item");
+            wire::Reply popped = co_await s.round_trip(pop);
+            if (popped.number > 0) co_return std::move(popped.values.front());
+            // Another client took the item between our WAIT and our POP. Pause before waiting again,
+            // in case the store counts an empty queue as an existing key (the WAIT would not block).
+            if (Clock::now() >= overall.at) {
+              throw StoreTimeout("store " + s.address + ": " + subject.text() + " timed out after " +
+                                 describe_duration(timeout) + " waiting for an item");
+            }
+            co_await s.pause(std::min<Clock::duration>(pause, overall.at - Clock::now()));
+            pause = std::min(pause * 2, milliseconds(100));
+          }
+        });
   }
 
   static Task<std::int64_t> queue_len(std::shared_ptr<Session> self, std::string key) {
-    std::string k = prefixed(key);
-    std::string what = "QUEUE_LEN for " + describe_key(k);
-    Session* s = self.get();
-    return call<std::int64_t>(std::move(self), std::move(what), [s, k = std::move(k)]() -> Task<std::int64_t> {
-      const wire::Request request = make_request(wire::Op::queue_len, {k});
-      co_return (co_await s->round_trip(request)).number;
-    });
+    return call<std::int64_t>(std::move(self), Subject::key("QUEUE_LEN", key),
+                              [](Session& s, const Subject& subject) -> Task<std::int64_t> {
+                                const wire::Request request = make_request(wire::Op::queue_len, subject.keys);
+                                wire::Reply reply = co_await s.round_trip(request);
+                                co_return reply.number;
+                              });
   }
 
   static Task<void> ping(std::shared_ptr<Session> self) {
-    Session* s = self.get();
-    return call<void>(std::move(self), std::string("PING"), [s]() -> Task<void> {
+    return call<void>(std::move(self), Subject::named("PING"), [](Session& s, const Subject&) -> Task<void> {
       wire::Request request = make_request(wire::Op::ping);
-      request.number = s->random_u32();
-      auto echoed = static_cast<std::uint32_t>((co_await s->round_trip(request)).number);
-      if (echoed != request.number) s->fail_protocol("the nonce " + std::to_string(echoed) + " (not ours)");
+      request.number = s.random_u32();
+      wire::Reply reply = co_await s.round_trip(request);
+      auto echoed = static_cast<std::uint32_t>(reply.number);
+      if (echoed != request.number) s.fail_protocol("the nonce " + std::to_string(echoed) + " (not ours)");
     });
   }
 
@@ -409,9 +412,9 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
     Session& session_;
   };
 
-  [[noreturn]] void throw_store_error(const std::string& what, const CallFailed& failed) const {
+  [[noreturn]] void throw_store_error(const Subject& subject, const CallFailed& failed) const {
     std::string message =
-        "store " + address + ": " + what + (failed.timed_out() ? " " : " failed: ") + failed.reason();
+        "store " + address + ": " + subject.text() + (failed.timed_out() ? " " : " failed: ") + failed.reason();
     if (failed.timed_out()) throw StoreTimeout(message);
     throw StoreError(message);
   }
@@ -440,7 +443,8 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
       if (dialect != before) bytes = encode(request);  // this connection fell back to the legacy dialect
     }
     Deadline deadline = deadline_after(timeout);
-    co_await write_all(bytes, deadline);
+    std::string_view rest = bytes;
+    if (!write_now(rest)) co_await write_all(rest, deadline);
     co_return deadline;
   }
 
@@ -454,7 +458,13 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
         co_return std::move(decoded.reply);
       }
       if (decoded.status == wire::DecodeStatus::invalid) fail_protocol(decoded.error);
-      co_await fill(decoded.need_at_least, deadline);
+      // Read here rather than in fill(): one coroutine frame less per reply.
+      while (end_ - begin_ < decoded.need_at_least) {
+        boost::system::error_code ec;
+        auto space = prepare_read(decoded.need_at_least, deadline);
+        std::size_t got = co_await socket_.async_read_some(space, asio::redirect_error(asio::use_awaitable, ec));
+        if (!finish_read(ec, got)) throw_read_timeout(deadline);
+      }
     }
   }
 
@@ -464,18 +474,18 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
     throw CallFailed("the store answered with " + what + " (the connection is closed)");
   }
 
-  /// WAIT for `keys` (prefixed). On the deadline: CANCEL_WAIT, so the connection stays in step, then
-  /// StoreTimeout "store H:P: <what> timed out after <shown>[<why>]".
-  Task<void> wait_for_keys(const std::vector<std::string>& keys, milliseconds timeout, const std::string& what,
-                  milliseconds shown, std::string_view why) {
-    Deadline deadline = co_await send(make_request(wire::Op::wait, keys), timeout);
+  /// WAIT for the subject's keys. On the deadline: CANCEL_WAIT, so the connection stays in step, then
+  /// StoreTimeout "store H:P: <subject> timed out after <shown>[<why>]".
+  Task<void> wait_for_keys(const Subject& subject, milliseconds timeout, milliseconds shown, std::string_view why) {
+    const wire::Request request = make_request(wire::Op::wait, subject.keys);
+    Deadline deadline = co_await send(request, timeout);
     const bool answered = co_await try_fill(1, deadline);
     if (answered) {
       co_await read_reply(wire::Op::wait, deadline);
       co_return;
     }
     std::string message =
-        "store " + address + ": " + what + " timed out after " + describe_duration(shown) + std::string(why);
+        "store " + address + ": " + subject.text() + " timed out after " + describe_duration(shown) + std::string(why);
     if (dialect == wire::Dialect::legacy) {
       // 1.13 has no CANCEL_WAIT (it would reset the connection): the WAIT's late answer could be taken
       // for the next request's, so the connection goes; the next call reconnects.
@@ -712,11 +722,13 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
     }
     // Requests are small and answered one by one: Nagle would add a delay to each.
     socket_.set_option(tcp::no_delay(true), ec);
+    socket_.non_blocking(true, ec);  // for write_now()
   }
 
   /// Sends all of `bytes` by `deadline`. On failure the connection is closed (a partial request may
   /// have gone out) and CallFailed is thrown: "timed out after <timeout> (sending)" or the I/O error.
   Task<void> write_all(std::string_view bytes, const Deadline& deadline) {
+    if (write_now(bytes)) co_return;
     boost::system::error_code ec;
     begin_step(deadline);
     co_await asio::async_write(socket_, asio::buffer(bytes.data(), bytes.size()),
@@ -730,23 +742,58 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
     throw CallFailed(describe_io_error(ec));
   }
 
+  /// Sends what the socket takes now without waiting (it is in non-blocking mode) and drops that
+  /// from `bytes`; true when all went. Requests are small and the socket's buffer nearly always has
+  /// room, so this usually saves the asynchronous write and its turn of the loop. CallFailed (the
+  /// connection closed) on an I/O error.
+  bool write_now(std::string_view& bytes) {
+    throw_if_interrupted();
+    boost::system::error_code ec;
+    const std::size_t sent = socket_.write_some(asio::buffer(bytes.data(), bytes.size()), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) return false;
+    if (ec) {
+      close();
+      throw CallFailed(describe_io_error(ec));
+    }
+    bytes.remove_prefix(sent);
+    return bytes.empty();
+  }
+
+  /// Room to read into, for `size` buffered bytes in all; the deadline actor watches the read.
+  asio::mutable_buffer prepare_read(std::size_t size, const Deadline& deadline) {
+    make_room(size);
+    begin_step(deadline);
+    return asio::buffer(buffer_.data() + end_, buffer_.size() - end_);
+  }
+
+  /// After a read of `got` bytes: false on the deadline (nothing consumed: the connection is still
+  /// in step); CallFailed on an I/O error, with the connection closed.
+  bool finish_read(const boost::system::error_code& ec, std::size_t got) {
+    end_step(ec);
+    end_ += got;
+    if (ec == asio::error::operation_aborted) return false;
+    if (ec) {
+      close();
+      throw CallFailed(describe_io_error(ec));
+    }
+    return true;
+  }
+
+  /// A deadline passed in the middle of a reply: the connection is out of step.
+  [[noreturn]] void throw_read_timeout(const Deadline& deadline) {
+    close();
+    throw CallFailed("timed out after " + describe_duration(deadline.timeout), true);
+  }
+
   /// Reads until `size` bytes are buffered. False on the deadline, with nothing consumed and the
   /// connection still in step (WAIT's cancel needs that); CallFailed on an I/O error, with the
   /// connection closed.
   Task<bool> try_fill(std::size_t size, const Deadline& deadline) {
     while (end_ - begin_ < size) {
-      make_room(size);
       boost::system::error_code ec;
-      begin_step(deadline);
-      std::size_t got = co_await socket_.async_read_some(asio::buffer(buffer_.data() + end_, buffer_.size() - end_),
-                                                         asio::redirect_error(asio::use_awaitable, ec));
-      end_step(ec);
-      end_ += got;
-      if (ec == asio::error::operation_aborted) co_return false;
-      if (ec) {
-        close();
-        throw CallFailed(describe_io_error(ec));
-      }
+      auto space = prepare_read(size, deadline);
+      std::size_t got = co_await socket_.async_read_some(space, asio::redirect_error(asio::use_awaitable, ec));
+      if (!finish_read(ec, got)) co_return false;
     }
     co_return true;
   }
@@ -755,9 +802,7 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
   /// "timed out after <timeout>" is thrown.
   Task<void> fill(std::size_t size, const Deadline& deadline) {
     const bool filled = co_await try_fill(size, deadline);
-    if (filled) co_return;
-    close();
-    throw CallFailed("timed out after " + describe_duration(deadline.timeout), true);
+    if (!filled) throw_read_timeout(deadline);
   }
 
   /// Waits `duration` (a backoff); cancel() ends it early.
