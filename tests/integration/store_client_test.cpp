@@ -4,11 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
-#include <boost/asio/read.hpp>
-#include <boost/asio/write.hpp>
 #include <chrono>
 #include <future>
 #include <string>
@@ -18,6 +15,7 @@
 #include "rendezvous/store_client.hpp"
 #include "rendezvous/store_server.hpp"
 #include "rendezvous/wire.hpp"
+#include "raw_peer.hpp"
 
 namespace ddprun::rendezvous {
 namespace {
@@ -159,20 +157,14 @@ TEST_F(StoreClientTest, Ping) { client.ping(); }
 TEST_F(StoreClientTest, KeysAreSentWithTheSlashPrefixLikePyTorch) {
   client.set("foo", "bar");
   // A raw current-dialect peer reads "/foo", as a Python TCPStore client's get("foo") would.
-  asio::io_context io;
-  tcp::socket socket(io);
-  socket.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(server->port())));
+  ddprun::testing::RawPeer peer(server->port());
   wire::Request validate;
   validate.op = wire::Op::validate;
   wire::Request get;
   get.op = wire::Op::get;
   get.keys = {"/foo"};
-  asio::write(socket, asio::buffer(wire::encode_request(wire::Dialect::current, validate) +
-                                   wire::encode_request(wire::Dialect::current, get)));
-  std::array<std::uint8_t, 11> reply{};
-  asio::read(socket, asio::buffer(reply));
-  EXPECT_EQ(wire::get_u64(std::span<const std::uint8_t, 8>(reply.data(), 8)), 3u);
-  EXPECT_EQ(std::string(reply.begin() + 8, reply.end()), "bar");
+  peer.send(wire::encode_request(wire::Dialect::current, validate) + wire::encode_request(wire::Dialect::current, get));
+  EXPECT_EQ(peer.read_value(), "bar");
 }
 
 TEST_F(StoreClientTest, WaitIsWokenByAnotherClient) {

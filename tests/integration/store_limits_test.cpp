@@ -5,26 +5,20 @@
 // tries to allocate gigabytes dies quickly instead of taking the machine.
 #include <gtest/gtest.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-
-#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it in C++20
 
 #include <algorithm>
 #include <atomic>
-#include <boost/asio.hpp>
 #include <chrono>
 #include <fstream>
 #include <optional>
 #include <thread>
 
 #include "harness.hpp"
+#include "raw_peer.hpp"
 #include "rendezvous/key_space.hpp"
 #include "rendezvous/store_client.hpp"
 #include "rendezvous/wire.hpp"
 
-namespace asio = boost::asio;
-using asio::ip::tcp;
 using namespace ddprun::testing;
 using namespace ddprun::rendezvous;
 using namespace std::chrono_literals;
@@ -116,70 +110,6 @@ class StoreProcess {
   std::thread sampler_;
 };
 
-/// A raw TCP peer that sends what it likes and reads only when told to.
-class RawPeer {
- public:
-  explicit RawPeer(int port) : socket_(io_) {
-    socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
-    timeval timeout{.tv_sec = 30, .tv_usec = 0};  // a read that hangs fails the test instead
-    ::setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  }
-  void send(std::string_view bytes) { asio::write(socket_, asio::buffer(bytes.data(), bytes.size())); }
-  void send(wire::Dialect dialect, const wire::Request& request) { send(wire::encode_request(dialect, request)); }
-
-  /// Sends as much of `bytes` as the server takes until it takes nothing for `quiet`; returns how much.
-  std::size_t send_until_refused(std::string_view bytes, std::chrono::milliseconds quiet = 1s) {
-    socket_.non_blocking(true);
-    std::size_t sent = 0;
-    auto last_progress = std::chrono::steady_clock::now();
-    while (sent < bytes.size() && std::chrono::steady_clock::now() - last_progress < quiet) {
-      boost::system::error_code ec;
-      std::size_t n = socket_.write_some(asio::buffer(bytes.data() + sent, bytes.size() - sent), ec);
-      if (ec && ec != asio::error::would_block) break;
-      if (n > 0) {
-        sent += n;
-        last_progress = std::chrono::steady_clock::now();
-      } else {
-        std::this_thread::sleep_for(5ms);
-      }
-    }
-    socket_.non_blocking(false);
-    return sent;
-  }
-
-  std::string read(std::size_t n) {
-    std::string out(n, '\0');
-    asio::read(socket_, asio::buffer(out));
-    return out;
-  }
-  std::string read_bytes_field() {
-    std::string length = read(8);
-    std::uint64_t n = wire::get_u64(std::span<const std::uint8_t, 8>(reinterpret_cast<const std::uint8_t*>(length.data()), 8));
-    return read(n);
-  }
-
-  /// True when the server ends this connection within `timeout`; whatever it sent first is read
-  /// and dropped on the way.
-  bool closed_by_server(std::chrono::milliseconds timeout = 10s) {
-    socket_.non_blocking(true);
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string sink(64 * 1024, '\0');
-    bool closed = false;
-    while (!closed && std::chrono::steady_clock::now() < deadline) {
-      boost::system::error_code ec;
-      std::size_t n = socket_.read_some(asio::buffer(sink), ec);
-      closed = ec && ec != asio::error::would_block;
-      if (!closed && n == 0) std::this_thread::sleep_for(5ms);
-    }
-    socket_.non_blocking(false);
-    return closed;
-  }
-
- private:
-  asio::io_context io_;
-  tcp::socket socket_;
-};
-
 wire::Request request(wire::Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {}) {
   wire::Request r;
   r.op = op;
@@ -200,7 +130,7 @@ std::string current(wire::Op op, std::vector<std::string> keys = {}, std::vector
 void set_value(const StoreProcess& store, const std::string& key, const std::string& value) {
   RawPeer setter(store.port());
   setter.send(legacy(wire::Op::set, {key}, {value}) + legacy(wire::Op::num_keys));
-  setter.read(8);
+  setter.read_reply(wire::Op::num_keys);
 }
 
 }  // namespace
@@ -218,8 +148,9 @@ TEST(StoreLimits, MultiGetAmplificationClosesOnlyThatConnection) {
 
   RawPeer modest(store.port());  // a MULTI_GET whose reply fits is still served
   modest.send(legacy(wire::Op::multi_get, {"/big", "/fresh"}));
-  EXPECT_EQ(modest.read_bytes_field().size(), kValueBytes);
-  EXPECT_EQ(modest.read_bytes_field(), "yes");
+  wire::Reply both = modest.read_reply(wire::Op::multi_get, 2);
+  EXPECT_EQ(both.values.at(0).size(), kValueBytes);
+  EXPECT_EQ(both.values.at(1), "yes");
 }
 
 // Defect 3: pipelined GETs of an 8 MiB value, replies never read, grew the store by 8 MiB each.
@@ -239,7 +170,7 @@ TEST(StoreLimits, UnreadPipelinedGetsWaitInsteadOfGrowingTheStore) {
   EXPECT_LT(store.peak_kib(), kCeilingKib);
 
   for (int i = 0; i < kGets; ++i) {
-    std::string value = reader.read_bytes_field();
+    std::string value = reader.read_value();
     ASSERT_EQ(value.size(), kValueBytes) << "reply " << i;
     EXPECT_EQ(value.front(), i % 2 == 0 ? 'a' : 'b') << "reply " << i;
     EXPECT_EQ(value.back(), value.front()) << "reply " << i;
@@ -259,7 +190,7 @@ TEST(StoreLimits, AWatcherThatNeverReadsIsClosedNotBuffered) {
     setter.send(legacy(wire::Op::set, {"/w"}, {value}));
   }
   setter.send(legacy(wire::Op::num_keys));
-  setter.read(8);
+  setter.read_reply(wire::Op::num_keys);
   EXPECT_LT(store.peak_kib(), kCeilingKib);
   EXPECT_TRUE(watcher.closed_by_server());
   store.expect_serves_a_fresh_client();
@@ -300,7 +231,7 @@ TEST(StoreLimits, AppendPastTheValueLimitClosesTheConnectionAndAppendsNothing) {
   set_value(store, "/log", std::string(1000, 'l'));
   RawPeer appender(store.port());
   appender.send(legacy(wire::Op::append, {"/log"}, {std::string(24, 'm')}) + legacy(wire::Op::num_keys));
-  appender.read(8);  // 1024 bytes: still within the limit
+  appender.read_reply(wire::Op::num_keys);  // 1024 bytes: still within the limit
   appender.send(legacy(wire::Op::append, {"/log"}, {"n"}));
   EXPECT_TRUE(appender.closed_by_server());
   std::string log = store.client().get("log");
@@ -315,7 +246,7 @@ TEST(StoreLimits, ASecondValidateClosesTheConnection) {
   wire::Request ping = request(wire::Op::ping);
   ping.number = 42;
   peer.send(current(wire::Op::validate) + wire::encode_request(wire::Dialect::current, ping));
-  EXPECT_EQ(peer.read(4).size(), 4U);
+  EXPECT_NO_THROW(peer.read_reply(wire::Op::ping));
   peer.send(current(wire::Op::validate));
   EXPECT_TRUE(peer.closed_by_server());
   store.expect_serves_a_fresh_client();
@@ -331,7 +262,7 @@ TEST(StoreLimits, WatchingOneKeyAgainAndAgainCostsNothingMore) {
   for (int i = 0; i < 1000; ++i) batch += watch;
   for (int sent = 0; sent < kWatches; sent += 1000) {
     watcher.send(batch);
-    EXPECT_EQ(watcher.read(1000), std::string(1000, static_cast<char>(wire::kWatchRegistered)));
+    for (int i = 0; i < 1000; ++i) ASSERT_EQ(watcher.read_reply(wire::Op::watch_key).number, wire::kWatchRegistered);
   }
   EXPECT_LT(store.peak_kib(), kCeilingKib);
   store.expect_serves_a_fresh_client();
@@ -343,7 +274,7 @@ TEST(StoreLimits, WatchingTooManyKeysClosesTheConnection) {
   std::string watches;
   for (std::size_t i = 0; i < KeySpace::kMaxWatchedKeys; ++i) watches += legacy(wire::Op::watch_key, {"/w" + std::to_string(i)});
   watcher.send(watches);
-  EXPECT_EQ(watcher.read(KeySpace::kMaxWatchedKeys).size(), KeySpace::kMaxWatchedKeys);
+  for (std::size_t i = 0; i < KeySpace::kMaxWatchedKeys; ++i) watcher.read_reply(wire::Op::watch_key);
   watcher.send(legacy(wire::Op::watch_key, {"/one-too-many"}));
   EXPECT_TRUE(watcher.closed_by_server());
   store.expect_serves_a_fresh_client();

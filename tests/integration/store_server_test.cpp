@@ -2,56 +2,19 @@
 // before allocation, silent connections are kept, both dialects share one key space.
 #include <gtest/gtest.h>
 
-#include <utility>  // before Asio: Boost 1.74 uses std::exchange without including it in C++20
-
-#include <boost/asio.hpp>
 #include <chrono>
 #include <thread>
 
 #include "rendezvous/store_client.hpp"
 #include "rendezvous/store_server.hpp"
 #include "rendezvous/wire.hpp"
+#include "raw_peer.hpp"
 
-namespace asio = boost::asio;
-using asio::ip::tcp;
 using namespace ddprun::rendezvous;
+using ddprun::testing::RawPeer;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// A raw TCP peer: writes bytes, reads replies, notices when the server closes the connection.
-class RawPeer {
- public:
-  explicit RawPeer(int port) : socket_(io_) {
-    socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), static_cast<unsigned short>(port)));
-  }
-  void send(std::string_view bytes) { asio::write(socket_, asio::buffer(bytes.data(), bytes.size())); }
-  void send(wire::Dialect dialect, const wire::Request& request) { send(wire::encode_request(dialect, request)); }
-  std::string read(std::size_t n) {
-    std::string out(n, '\0');
-    asio::read(socket_, asio::buffer(out));
-    return out;
-  }
-  /// True when the server closed this connection within `timeout`.
-  bool closed_by_server(std::chrono::milliseconds timeout = 5s) {
-    socket_.non_blocking(true);
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    char byte = 0;
-    bool closed = false;
-    while (!closed && std::chrono::steady_clock::now() < deadline) {
-      boost::system::error_code ec;
-      socket_.read_some(asio::buffer(&byte, 1), ec);
-      closed = ec && ec != asio::error::would_block;
-      if (!closed) std::this_thread::sleep_for(5ms);
-    }
-    socket_.non_blocking(false);
-    return closed;
-  }
-
- private:
-  asio::io_context io_;
-  tcp::socket socket_;
-};
 
 wire::Request request(wire::Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {}) {
   wire::Request r;
@@ -59,12 +22,6 @@ wire::Request request(wire::Op op, std::vector<std::string> keys = {}, std::vect
   r.keys = std::move(keys);
   r.values = std::move(values);
   return r;
-}
-
-std::string i64_bytes(std::int64_t v) {
-  std::string out;
-  wire::put_i64(out, v);
-  return out;
 }
 
 struct Server {
@@ -84,8 +41,7 @@ TEST(StoreServer, LegacyAndCurrentClientsShareOneKeySpace) {
   EXPECT_EQ(client.get("shared"), "from 1.13");
   client.set("other", "from ddprun");
   legacy.send(wire::Dialect::legacy, request(wire::Op::get, {"/other"}));
-  std::string reply = legacy.read(8 + 11);
-  EXPECT_EQ(reply.substr(8), "from ddprun");
+  EXPECT_EQ(legacy.read_value(), "from ddprun");
 }
 
 TEST(StoreServer, TheQuotedBytesOfA113SetAreUnderstood) {
@@ -153,7 +109,7 @@ TEST(StoreServer, ConnectionsThatSendNothingAreKept) {
   std::this_thread::sleep_for(300ms);
   EXPECT_FALSE(silent.closed_by_server(200ms));
   silent.send(wire::Dialect::legacy, request(wire::Op::add, {"init/"}, {}));
-  EXPECT_EQ(silent.read(8), i64_bytes(0));
+  EXPECT_EQ(silent.read_reply(wire::Op::add).number, 0);
 }
 
 TEST(StoreServer, MaxConnectionsRefusesTheExtraOnly) {
