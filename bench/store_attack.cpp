@@ -141,16 +141,24 @@ class Connection {
     }
     return off;
   }
-  bool read_exact(std::size_t size) {
-    std::string buffer(size, '\0');
-    std::size_t off = 0;
-    while (off < size) {
-      ssize_t n = ::recv(fd_, buffer.data() + off, size - off, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      off += static_cast<std::size_t>(n);
+  /// Reads the reply to an `op` request (wire::decode_reply), taking exactly the bytes it needs;
+  /// false when the connection ends first or the reply is malformed.
+  bool read_reply(wire::Op op) {
+    std::string buffer;
+    for (;;) {
+      wire::DecodedReply d = wire::decode_reply(
+          op, {reinterpret_cast<const std::uint8_t*>(buffer.data()), buffer.size()}, wire::Limits{});
+      if (d.status == wire::DecodeStatus::complete) return true;
+      if (d.status == wire::DecodeStatus::invalid) return false;
+      std::size_t off = buffer.size();
+      buffer.resize(d.need_at_least);
+      while (off < buffer.size()) {
+        ssize_t n = ::recv(fd_, buffer.data() + off, buffer.size() - off, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        off += static_cast<std::size_t>(n);
+      }
     }
-    return true;
   }
   /// Whether the peer ends the connection (EOF or reset) within `timeout`; what it sent before is
   /// read and dropped.
@@ -188,7 +196,7 @@ std::string legacy(wire::Op op, std::vector<std::string> keys = {}, std::vector<
 bool set_value(int port, const std::string& key, const std::string& value) {
   Connection setter(port);
   setter.send(legacy(wire::Op::set, {key}, {value}) + legacy(wire::Op::num_keys));
-  return setter.ok() && setter.read_exact(8);
+  return setter.ok() && setter.read_reply(wire::Op::num_keys);
 }
 
 /// A fresh connection gets an answer to PING (allowed before authenticating, so this asks a store
@@ -197,7 +205,7 @@ bool serves_a_fresh_client(int port) {
   Connection fresh(port);
   if (!fresh.ok()) return false;
   fresh.send(request(wire::Dialect::current, wire::Op::validate) + request(wire::Dialect::current, wire::Op::ping));
-  return fresh.ok() && fresh.read_exact(4);
+  return fresh.ok() && fresh.read_reply(wire::Op::ping);
 }
 
 /// Samples VmRSS every 10 ms on its own thread, keeping the largest.
@@ -253,7 +261,7 @@ int main(int argc, char** argv) {
     Connection setter(o.port);
     for (std::size_t i = 0; i < o.count && setter.ok(); ++i) sent += setter.send(legacy(wire::Op::set, {key}, {value}));
     setter.send(legacy(wire::Op::num_keys));
-    setter.read_exact(8);  // every SET ran
+    setter.read_reply(wire::Op::num_keys);  // every SET ran
   } else {  // auth_flood
     std::string flood = request(wire::Dialect::current, wire::Op::validate);
     flood.append(o.count, static_cast<char>(*wire::op_code(wire::Dialect::current, wire::Op::auth_challenge)));

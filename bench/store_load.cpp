@@ -310,6 +310,9 @@ sockaddr_in server_address(const Options& o) {
   return addr;
 }
 
+/// Replies are decoded with the server's default limits.
+const wire::Limits kReplyLimits{};
+
 /// A blocking connection for setup and for the barrier's release SET.
 class ControlConnection {
  public:
@@ -345,25 +348,30 @@ class ControlConnection {
       size -= static_cast<std::size_t>(n);
     }
   }
-  std::int64_t read_i64() {
-    std::uint8_t b[8];
-    read_exact(b, 8);
-    return wire::get_i64(std::span<const std::uint8_t, 8>(b, 8));
+  /// The reply to an `op` request, reading exactly the bytes it still needs.
+  wire::Reply read_reply(wire::Op op) {
+    std::vector<std::uint8_t> in;
+    for (;;) {
+      wire::DecodedReply d = wire::decode_reply(op, in, kReplyLimits);
+      if (d.status == wire::DecodeStatus::complete) return std::move(d.reply);
+      if (d.status == wire::DecodeStatus::invalid) die("control connection: invalid reply: " + d.error);
+      const std::size_t had = in.size();
+      in.resize(d.need_at_least);
+      read_exact(in.data() + had, in.size() - had);
+    }
   }
 
  private:
   int fd_ = -1;
 };
 
-/// What the reply now awaited looks like (wire.hpp: replies are fixed field sequences).
-enum class Expect : std::uint8_t { nothing, i64, u8, bytes };
-
 enum class State : std::uint8_t { unused, connecting, open, failed, closed };
 
 struct Conn {
   int fd = -1;
   State state = State::unused;
-  Expect expect = Expect::nothing;
+  bool awaiting = false;  // a reply is awaited: the reply to `awaited` (wire::decode_reply)
+  wire::Op awaited = wire::Op::set;
   std::uint8_t phase = 0;  // throughput: 0 = SET+GET next, 1 = ADD next; barrier: 0 = ADD, 1 = WAIT
   bool first_reply_pending = false;
   std::int64_t sent_ns = 0;
@@ -372,11 +380,13 @@ struct Conn {
   std::size_t out_off = 0;
 };
 
-/// The reply's value, once complete: i64 or u8 value, or the byte count for `bytes`.
+/// The reply's value, once complete: its number (i64, u8), or the byte count of its value (GET).
 struct Reply {
   bool complete = false;
   std::int64_t value = 0;
+  std::string invalid;  // what was wrong with a malformed reply
 };
+
 
 /// Drives the connections: connect, write, read replies. The mode supplies the callbacks.
 class Driver {
@@ -419,10 +429,12 @@ class Driver {
     }
   }
 
-  /// Sends bytes from up to two buffers in one write; keeps what did not fit.
-  void send(std::size_t i, std::string_view a, std::string_view b, Expect expect) {
+  /// Sends bytes from up to two buffers in one write, then awaits the reply to `awaited`; keeps what
+  /// did not fit.
+  void send(std::size_t i, std::string_view a, std::string_view b, wire::Op awaited) {
     Conn& c = conns_[i];
-    c.expect = expect;
+    c.awaiting = true;
+    c.awaited = awaited;
     c.sent_ns = now_ns();
     if (!c.out.empty()) {  // still flushing: queue behind
       c.out.append(a).append(b);
@@ -547,31 +559,18 @@ class Driver {
 
   static Reply parse(Conn& c) {
     Reply r;
-    const auto* p = reinterpret_cast<const std::uint8_t*>(c.in.data());
-    switch (c.expect) {
-      case Expect::nothing:
-        return r;
-      case Expect::u8:
-        if (c.in.size() < 1) return r;
-        r.value = p[0];
-        c.in.erase(0, 1);
-        break;
-      case Expect::i64:
-        if (c.in.size() < 8) return r;
-        r.value = wire::get_i64(std::span<const std::uint8_t, 8>(p, 8));
-        c.in.erase(0, 8);
-        break;
-      case Expect::bytes: {
-        if (c.in.size() < 8) return r;
-        std::uint64_t len = wire::get_u64(std::span<const std::uint8_t, 8>(p, 8));
-        if (c.in.size() < 8 + len) return r;
-        r.value = static_cast<std::int64_t>(len);
-        c.in.erase(0, 8 + len);
-        break;
-      }
+    if (!c.awaiting) return r;
+    const wire::DecodedReply d = wire::decode_reply(
+        c.awaited, {reinterpret_cast<const std::uint8_t*>(c.in.data()), c.in.size()}, kReplyLimits);
+    if (d.status == wire::DecodeStatus::need_more) return r;
+    if (d.status == wire::DecodeStatus::invalid) {
+      r.invalid = d.error;
+      return r;
     }
+    r.value = d.reply.values.empty() ? d.reply.number : static_cast<std::int64_t>(d.reply.values.front().size());
+    c.in.erase(0, d.consumed);
     r.complete = true;
-    c.expect = Expect::nothing;
+    c.awaiting = false;
     return r;
   }
 
@@ -589,11 +588,12 @@ class Driver {
       if (n == 0) return fail(i, "closed by the server");
       c.in.append(buf, static_cast<std::size_t>(n));
       for (;;) {
-        if (c.expect == Expect::nothing) {
+        if (!c.awaiting) {
           if (!c.in.empty()) return fail(i, "unexpected bytes from the server");
           break;
         }
         Reply r = parse(c);
+        if (!r.invalid.empty()) return fail(i, "invalid reply: " + r.invalid);
         if (!r.complete) break;
         if (c.first_reply_pending) {
           c.first_reply_pending = false;
@@ -664,7 +664,7 @@ int run_throughput(const Options& o) {
     for (const auto& r : set_req) batch += r;
     batch += add_req[0];
     control.send(batch);
-    control.read_i64();
+    control.read_reply(wire::Op::add);
   }
 
   // The connections are split over --threads threads, each with its own epoll set. All connect
@@ -700,9 +700,9 @@ int run_throughput(const Options& o) {
     auto issue = [&](std::size_t i) {
       Conn& c = d.conn(i);
       if (c.phase == 0) {
-        d.send(i, set_req[next_random() % o.keys], get_req[next_random() % o.keys], Expect::bytes);
+        d.send(i, set_req[next_random() % o.keys], get_req[next_random() % o.keys], wire::Op::get);
       } else {
-        d.send(i, add_req[next_random() % kCounters], {}, Expect::i64);
+        d.send(i, add_req[next_random() % kCounters], {}, wire::Op::add);
       }
     };
     for (std::size_t i = 0; i < d.size(); ++i) {
@@ -841,7 +841,7 @@ int run_barrier(const Options& o) {
   d.launch_more();
   auto on_connected = [&](std::size_t i) {
     d.conn(i).phase = 0;
-    d.send(i, add_req, {}, Expect::i64);
+    d.send(i, add_req, {}, wire::Op::add);
     if (d.connected == d.size()) t_all_connected = now_ns();
   };
   auto on_reply = [&](std::size_t i, std::int64_t value) {
@@ -852,7 +852,7 @@ int run_barrier(const Options& o) {
       t_last_add = t;
       max_add_value = std::max(max_add_value, value);
       c.phase = 1;
-      d.send(i, wait_req, {}, Expect::u8);
+      d.send(i, wait_req, {}, wire::Op::wait);
       if (value == n) {  // the last rank in: release everyone
         control.send(release_req);
         t_release = now_ns();
@@ -907,7 +907,7 @@ int run_idle(const Options& o) {
   const std::int64_t t0 = now_ns();
   d.launch_more();
   const bool ok = d.run(
-      t0 + static_cast<std::int64_t>(o.timeout_s * 1e9), [&](std::size_t i) { d.send(i, request, {}, Expect::i64); },
+      t0 + static_cast<std::int64_t>(o.timeout_s * 1e9), [&](std::size_t i) { d.send(i, request, {}, wire::Op::num_keys); },
       [&](std::size_t, std::int64_t) { ++replies; }, [&] { return replies + d.failed == d.size(); });
   const double open_ms = ms(now_ns() - t0);
   settle();
