@@ -2,21 +2,29 @@
 /// by bench/rendezvous_bench.py (rdzv_sim_1024).
 ///
 /// Starts a StoreServer on 127.0.0.1 in this process (or uses the store at --host/--port), then T
-/// threads (default 1024), each with its own StoreClient and RoundProtocol, as T agents would have.
-/// Setup (not timed): every thread connects and runs check_job(). Then all threads are released at
-/// once and each joins the round with min = max = T. Timed: from the release (just before the first
-/// join call) until the last thread has its decision. Checks: every thread got the same decision,
-/// with no error, world size T, and group ranks 0..T-1 each exactly once.
+/// agents (--threads, default 1024), each with its own connection (AsyncStoreClient) and
+/// RoundProtocol, as T agents would have. The agents are coroutines on L event loops (--loops), each
+/// loop a thread of its own; agent i runs on loop i mod L. The default, one loop per agent, is a
+/// thread per agent as before the round protocol became coroutines, so that results compare with
+/// earlier runs; --loops 1 is the agent's own model (everything on one event loop).
+/// Setup (not timed): every agent connects and runs check_job(). Then all agents are released at
+/// once (their joins are handed to their loops together) and each joins the round with min = max =
+/// T. Timed: from the release (just before the first join is handed over) until the last agent has
+/// its decision. Checks: every agent got the same decision, with no error, world size T, and group
+/// ranks 0..T-1 each exactly once.
 ///
 /// Result: one JSON line on stdout; exit 0 when the round formed and the checks passed, 1 when not
 /// (the JSON says why), 2 on a usage error.
 #include <pthread.h>
 #include <unistd.h>
 
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without including it
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -24,17 +32,16 @@
 #include <exception>
 #include <latch>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "rendezvous/async_store_client.hpp"
 #include "rendezvous/open_file_limit.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 #include "rendezvous/round_protocol.hpp"
 #include "rendezvous/round_record.hpp"
-#include "rendezvous/store_client.hpp"
 #include "rendezvous/store_server.hpp"
 
 namespace rdzv = ddprun::rendezvous;
@@ -43,7 +50,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 struct Options {
-  int threads = 1024;
+  int threads = 1024;  ///< agents
+  int loops = 0;       ///< event loops (threads) the agents share; 0 = one per agent
   std::string host;  ///< empty: an in-process StoreServer on 127.0.0.1
   int port = 0;
   std::string run_id = "sim";
@@ -54,7 +62,7 @@ struct Options {
 [[noreturn]] void usage(const std::string& why) {
   std::fprintf(stderr,
                "rendezvous_sim: %s\n"
-               "usage: rendezvous_sim [--threads T] [--host H --port P] [--run-id ID]\n"
+               "usage: rendezvous_sim [--threads T] [--loops L] [--host H --port P] [--run-id ID]\n"
                "                      [--join-timeout SECONDS] [--stack-kib KIB]\n",
                why.c_str());
   std::exit(2);
@@ -70,6 +78,7 @@ Options parse(int argc, char** argv) {
     };
     try {
       if (arg == "--threads") o.threads = std::stoi(value());
+      else if (arg == "--loops") o.loops = std::stoi(value());
       else if (arg == "--host") o.host = value();
       else if (arg == "--port") o.port = std::stoi(value());
       else if (arg == "--run-id") o.run_id = value();
@@ -82,6 +91,8 @@ Options parse(int argc, char** argv) {
     }
   }
   if (o.threads < 1) usage("--threads must be >= 1");
+  if (o.loops < 0) usage("--loops must be >= 0");
+  if (o.loops == 0 || o.loops > o.threads) o.loops = o.threads;
   if (!o.host.empty() && o.port <= 0) usage("--host needs --port");
   return o;
 }
@@ -114,71 +125,50 @@ struct Agent {
   std::string error;  ///< "<phase>: <what()>" when it failed
   Clock::time_point connected{};
   Clock::time_point decided{};
-};
-
-/// A gate the main thread opens once, releasing every waiting thread together.
-class Gate {
- public:
-  void wait() {
-    std::unique_lock lock(mutex_);
-    cv_.wait(lock, [&] { return open_; });
-  }
-  void open() {
-    {
-      std::lock_guard lock(mutex_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  bool open_ = false;
-};
-
-struct Shared {
-  const Options* options = nullptr;
-  rdzv::StoreClientOptions store;
-  rdzv::RendezvousSettings settings;
-  std::latch* ready = nullptr;  ///< counted down once per thread, after setup (success or not)
-  Gate* start = nullptr;
-};
-
-void run_agent(const Shared& shared, Agent& agent) {
-  std::unique_ptr<rdzv::StoreClient> client;
+  std::unique_ptr<rdzv::AsyncStoreClient> client;
   std::optional<rdzv::RoundProtocol> protocol;
+};
+
+/// One event loop and the thread that runs it until told to stop.
+struct Loop {
+  boost::asio::io_context io{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+  pthread_t thread{};
+};
+
+void* loop_main(void* p) {
+  static_cast<Loop*>(p)->io.run();
+  return nullptr;
+}
+
+/// Setup of one agent: connect, check the job. Counts `ready` down whatever the outcome.
+rdzv::Task<void> set_up(Agent& agent, std::latch& ready) {
   const char* phase = "connect";
   try {
-    client = std::make_unique<rdzv::StoreClient>(shared.store);
+    co_await agent.client->connect();
     phase = "check_job";
-    protocol.emplace(*client, shared.settings);
-    protocol->check_job(agent.self);
+    co_await agent.protocol->check_job(agent.self);
     agent.connected = Clock::now();
   } catch (const std::exception& e) {
     agent.error = std::string(phase) + ": " + e.what();
   }
-  shared.ready->count_down();
-  shared.start->wait();
-  if (!agent.error.empty()) return;
+  ready.count_down();
+}
+
+/// The timed part of one agent: its join. Counts `done` down whatever the outcome.
+rdzv::Task<void> join(Agent& agent, std::latch& done) {
   try {
-    agent.decision = protocol->join(agent.self);
+    agent.decision = co_await agent.protocol->join(agent.self);
     agent.decided = Clock::now();
   } catch (const std::exception& e) {
     agent.decided = Clock::now();
     agent.error = std::string("join: ") + e.what();
   }
+  done.count_down();
 }
 
-struct ThreadArgs {
-  const Shared* shared;
-  Agent* agent;
-};
-
-void* thread_main(void* p) {
-  auto* args = static_cast<ThreadArgs*>(p);
-  run_agent(*args->shared, *args->agent);
-  return nullptr;
+void rethrow(std::exception_ptr error) {
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace
@@ -197,68 +187,84 @@ int main(int argc, char** argv) {
   }
 
   std::unique_ptr<rdzv::StoreServer> server;
-  Shared shared;
-  shared.options = &o;
+  rdzv::StoreClientOptions store;
   if (o.host.empty()) {
     rdzv::StoreServerOptions server_options;
     server_options.host = "127.0.0.1";
     server_options.port = 0;
     server = std::make_unique<rdzv::StoreServer>(server_options);
     server->start();
-    shared.store.host = "127.0.0.1";
-    shared.store.port = server->port();
+    store.host = "127.0.0.1";
+    store.port = server->port();
   } else {
-    shared.store.host = o.host;
-    shared.store.port = o.port;
+    store.host = o.host;
+    store.port = o.port;
   }
   const auto join_timeout = std::chrono::milliseconds(static_cast<std::int64_t>(o.join_timeout_s * 1000));
-  shared.store.connect_timeout = std::chrono::seconds(60);
-  shared.store.timeout = join_timeout;
-  shared.settings.run_id = o.run_id;
-  shared.settings.is_static = false;
-  shared.settings.min_nodes = o.threads;
-  shared.settings.max_nodes = o.threads;
-  shared.settings.join_timeout = join_timeout;
-  shared.settings.read_timeout = join_timeout;
+  store.connect_timeout = std::chrono::seconds(60);
+  store.timeout = join_timeout;
+  rdzv::RendezvousSettings settings;
+  settings.run_id = o.run_id;
+  settings.is_static = false;
+  settings.min_nodes = o.threads;
+  settings.max_nodes = o.threads;
+  settings.join_timeout = join_timeout;
+  settings.read_timeout = join_timeout;
+
+  // pthreads rather than std::thread: 1024 threads at the default 8 MiB stack reserve 8 GiB.
+  std::vector<std::unique_ptr<Loop>> loops;
+  for (int i = 0; i < o.loops; ++i) loops.push_back(std::make_unique<Loop>());
 
   std::vector<Agent> agents(o.threads);
   const std::string id_prefix = "sim-" + std::to_string(::getpid()) + "-";
   for (int i = 0; i < o.threads; ++i) {
-    agents[i].self.id = id_prefix + std::to_string(i);
-    agents[i].self.host_name = "sim" + std::to_string(i);
-    agents[i].self.addr = "127.0.0.1";
-    agents[i].self.nproc = 1;
-    agents[i].self.store_port = 0;
+    Agent& a = agents[i];
+    a.self.id = id_prefix + std::to_string(i);
+    a.self.host_name = "sim" + std::to_string(i);
+    a.self.addr = "127.0.0.1";
+    a.self.nproc = 1;
+    a.self.store_port = 0;
+    a.client = std::make_unique<rdzv::AsyncStoreClient>(loops[i % o.loops]->io.get_executor(), store);
+    a.protocol.emplace(*a.client, settings);
   }
 
   std::latch ready(o.threads);
-  Gate start;
-  shared.ready = &ready;
-  shared.start = &start;
+  std::latch done(o.threads);
+  for (int i = 0; i < o.threads; ++i) {
+    boost::asio::co_spawn(loops[i % o.loops]->io, set_up(agents[i], ready), rethrow);
+  }
 
-  // pthreads rather than std::thread: 1024 threads at the default 8 MiB stack reserve 8 GiB.
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setstacksize(&attr, std::max<std::size_t>(o.stack_kib * 1024, PTHREAD_STACK_MIN));
-  std::vector<pthread_t> threads(o.threads);
-  std::vector<ThreadArgs> args(o.threads);
   const auto t_setup = Clock::now();
-  for (int i = 0; i < o.threads; ++i) {
-    args[i] = ThreadArgs{&shared, &agents[i]};
-    if (int rc = pthread_create(&threads[i], &attr, thread_main, &args[i]); rc != 0) {
+  for (int i = 0; i < o.loops; ++i) {
+    if (int rc = pthread_create(&loops[i]->thread, &attr, loop_main, loops[i].get()); rc != 0) {
       std::printf("{\"status\":\"error\",\"error\":%s}\n",
-                  json_string("pthread_create of thread " + std::to_string(i) + ": " + std::strerror(rc)).c_str());
+                  json_string("pthread_create of loop " + std::to_string(i) + ": " + std::strerror(rc)).c_str());
       std::fflush(stdout);
-      std::_Exit(1);  // the threads already started wait on the gate forever
+      std::_Exit(1);  // the loops already started run forever
     }
   }
   pthread_attr_destroy(&attr);
 
   ready.wait();
   const auto t_ready = Clock::now();
-  start.open();  // t0: just before the first join call
-  for (auto& t : threads) pthread_join(t, nullptr);
+  // t0: just before the first join is handed to its loop. An agent whose setup failed does not join.
+  for (int i = 0; i < o.threads; ++i) {
+    if (agents[i].error.empty()) {
+      boost::asio::co_spawn(loops[i % o.loops]->io, join(agents[i], done), rethrow);
+    } else {
+      done.count_down();
+    }
+  }
+  done.wait();
   const auto t_all = Clock::now();
+  for (auto& loop : loops) {
+    loop->work.reset();
+    loop->io.stop();
+  }
+  for (auto& loop : loops) pthread_join(loop->thread, nullptr);
 
   // --------------------------------------------------------------------------- checks
   int failed = 0;
@@ -320,7 +326,8 @@ int main(int argc, char** argv) {
   std::string out = "{";
   out += "\"status\":" + json_string(ok ? "ok" : "error");
   out += ",\"threads\":" + std::to_string(o.threads);
-  out += ",\"store\":" + json_string(o.host.empty() ? "in-process 127.0.0.1:" + std::to_string(shared.store.port)
+  out += ",\"loops\":" + std::to_string(o.loops);
+  out += ",\"store\":" + json_string(o.host.empty() ? "in-process 127.0.0.1:" + std::to_string(store.port)
                                                     : o.host + ":" + std::to_string(o.port));
   char buf[256];
   std::snprintf(buf, sizeof buf, ",\"setup_ms\":%.3f,\"join_ms\":%.3f", ms_between(t_setup, t_ready),

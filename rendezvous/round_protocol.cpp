@@ -4,9 +4,10 @@
 #include <charconv>
 #include <set>
 
-#include "rendezvous/deadline_socket.hpp"  // describe_duration
+#include "rendezvous/deadline.hpp"  // describe_duration
+#include "rendezvous/round_close_rule.hpp"
+#include "rendezvous/store_error.hpp"
 
-using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 namespace ddprun::rendezvous {
@@ -15,9 +16,6 @@ namespace {
 /// How long the closing node waits for a join slot whose node took it (ADD) but has not written its
 /// record yet: the two are back to back, so only a node that died in between misses this.
 constexpr milliseconds kSlotWriteGrace{2000};
-/// How long the other nodes leave a round that is due to close to its designated closer (the node
-/// that completed it) before closing it themselves: only a closer that died makes them wait.
-constexpr milliseconds kCloserGrace{2000};
 
 std::optional<int> to_int(std::string_view text) {
   int value = 0;
@@ -26,10 +24,10 @@ std::optional<int> to_int(std::string_view text) {
   return value;
 }
 
-milliseconds left_until(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<milliseconds>(deadline - Clock::now());
-  return std::max(left, milliseconds(1));
-}
+/// A list of one key. GCC 12 miscompiles some co_await expressions (a braced list's array inside
+/// one, an aggregate temporary as an argument, a co_await inside a condition): this file puts
+/// each co_await's result into a variable first, passes named values, and builds lists with this.
+std::vector<std::string> one(std::string key) { return std::vector<std::string>(1, std::move(key)); }
 
 /// "a, b, c" one item at a time.
 void append_listed(std::string& list, const std::string& item) {
@@ -39,12 +37,18 @@ void append_listed(std::string& list, const std::string& item) {
 
 }  // namespace
 
-RoundProtocol::RoundProtocol(StoreClient& store, RendezvousSettings settings)
-    : store_(store), settings_(std::move(settings)), keys_(settings_.run_id) {}
+RoundProtocol::RoundProtocol(Store& store, RendezvousSettings settings, ClockFn clock)
+    : store_(store), settings_(std::move(settings)), keys_(settings_.run_id), clock_(or_steady_clock(std::move(clock))) {}
 
-void RoundProtocol::check_job(const NodeInfo& self) {
-  if (store_.check({kHostedRunIdKey})) {
-    std::string hosted = store_.get(kHostedRunIdKey);
+milliseconds RoundProtocol::left_until(SteadyTime deadline) const {
+  auto left = std::chrono::duration_cast<milliseconds>(deadline - now());
+  return std::max(left, milliseconds(1));
+}
+
+Task<void> RoundProtocol::check_job(NodeInfo self) {
+  const bool hosted_here = co_await store_.check(one(kHostedRunIdKey));
+  if (hosted_here) {
+    std::string hosted = co_await store_.get(kHostedRunIdKey, settings_.read_timeout);
     if (hosted != settings_.run_id) {
       throw RendezvousError("the store at " + store_.address() + " serves job '" + hosted + "', not '" +
                             settings_.run_id + "' (--rdzv-id): start every node of a job with the same " +
@@ -53,184 +57,199 @@ void RoundProtocol::check_job(const NodeInfo& self) {
   }
   const JobShape mine = job_shape_of(settings_, self);
   const std::string encoded = encode_job_shape(mine);
-  const std::string recorded = store_.compare_set(keys_.job_shape(), "", encoded);
-  if (recorded == encoded) return;
+  const std::string recorded = co_await store_.compare_set(keys_.job_shape(), "", encoded);
+  if (recorded == encoded) co_return;
   const JobShape stands = decode_job_shape(recorded);
   const std::string mismatch = job_shape_mismatch(stands, mine);
-  if (mismatch.empty()) return;
+  if (mismatch.empty()) co_return;
   // A static job cannot form without this node: the others would wait out the timeout for it.
-  if (stands.is_static) fail_forming_round(stands, mismatch);
+  if (stands.is_static) co_await fail_forming_round(stands, mismatch);
   throw RendezvousError(mismatch);
 }
 
-void RoundProtocol::fail_forming_round(const JobShape& job, const std::string& why) {
-  const int round = current_round();
+Task<void> RoundProtocol::fail_forming_round(JobShape job, std::string why) {
+  const int round = co_await current_round();
   RoundDecision failed;
   failed.round = round;
   failed.error = why;
   const std::string mine = encode_decision(failed);
   // A round that formed runs on without this node; one failed by another node already woke its nodes.
-  if (store_.compare_set(keys_.decision(round), "", mine) != mine) return;
+  const std::string stands = co_await store_.compare_set(keys_.decision(round), "", mine);
+  if (stands != mine) co_return;
   // Nodes with fewer than MIN in sleep on the MIN-th join slot, the others on the decision.
-  store_.compare_set(keys_.join_slot(round, job.min_nodes - 1), "", kClosedMarker);
+  co_await store_.compare_set(keys_.join_slot(round, job.min_nodes - 1), "", kClosedMarker);
 }
 
-int RoundProtocol::current_round() {
-  std::string text = store_.compare_set(keys_.current_round(), "", "0");
+Task<int> RoundProtocol::current_round() {
+  std::string text = co_await store_.compare_set(keys_.current_round(), "", "0");
   auto round = to_int(text);
   if (!round || *round < 0) throw RendezvousError("malformed round number in the store: \"" + text + "\"");
-  return *round;
+  co_return *round;
 }
 
-void RoundProtocol::advance_past(int round) {
-  store_.compare_set(keys_.current_round(), std::to_string(round), std::to_string(round + 1));
+Task<void> RoundProtocol::advance_past(int round) {
+  co_await store_.compare_set(keys_.current_round(), std::to_string(round), std::to_string(round + 1));
 }
 
-std::optional<RoundDecision> RoundProtocol::read_decision(int round) {
-  if (!store_.check({keys_.decision(round)})) return std::nullopt;
-  return decode_decision(store_.get(keys_.decision(round)));
+Task<std::optional<RoundDecision>> RoundProtocol::read_decision(int round) {
+  const bool decided = co_await store_.check(one(keys_.decision(round)));
+  if (!decided) co_return std::nullopt;
+  const std::string text = co_await store_.get(keys_.decision(round), settings_.read_timeout);
+  co_return decode_decision(text);
 }
 
-std::optional<RoundEnd> RoundProtocol::read_end(int round) {
-  if (!store_.check({keys_.end(round)})) return std::nullopt;
-  return decode_end(store_.get(keys_.end(round)));
+Task<std::optional<RoundEnd>> RoundProtocol::read_end(int round) {
+  const bool ended = co_await store_.check(one(keys_.end(round)));
+  if (!ended) co_return std::nullopt;
+  const std::string text = co_await store_.get(keys_.end(round), settings_.read_timeout);
+  co_return decode_end(text);
 }
 
-RoundDecision RoundProtocol::join(const NodeInfo& self) {
-  const auto deadline = Clock::now() + settings_.join_deadline();
+Task<RoundDecision> RoundProtocol::join(NodeInfo self) {
+  const auto deadline = now() + settings_.join_deadline();
   // Before the join slot: whoever reads this node's heartbeat finds the key.
-  store_.compare_set(keys_.heartbeat(self.id), "", "0");
+  co_await store_.compare_set(keys_.heartbeat(self.id), "", "0");
   for (;;) {
-    const int round = current_round();
+    const int round = co_await current_round();
     // The round that ended the job moved the current round past itself: look back one.
     if (round > 0) {
-      if (auto previous = read_end(round - 1); previous && ends_the_job(previous->kind)) {
-        throw_closed(round - 1, *previous);
-      }
+      const auto previous = co_await read_end(round - 1);
+      if (previous && ends_the_job(previous->kind)) throw_closed(round - 1, *previous);
     }
-    if (auto end = read_end(round)) {
+    const auto end = co_await read_end(round);
+    if (end) {
       if (ends_the_job(end->kind)) throw_closed(round, *end);
-      advance_past(round);
+      co_await advance_past(round);
       continue;
     }
-    if (auto decision = read_decision(round)) {
-      if (!decision->error.empty()) throw RoundFailed(decision->error);
-      wait_as_late_node(round, self, deadline);
+    const auto running = co_await read_decision(round);
+    if (running) {
+      if (!running->error.empty()) throw RoundFailed(running->error);
+      co_await wait_as_late_node(round, self, deadline);
       continue;
     }
-    if (auto decision = join_open_round(round, self, deadline)) {
+    const auto decision = co_await join_open_round(round, self, deadline);
+    if (decision) {
       if (!decision->error.empty()) throw RoundFailed(decision->error);
-      return *decision;
+      co_return *decision;
     }
   }
 }
 
-std::optional<RoundDecision> RoundProtocol::join_open_round(int round, const NodeInfo& self,
-                                                            Clock::time_point deadline) {
+Task<std::optional<RoundDecision>> RoundProtocol::join_open_round(int round, NodeInfo self, SteadyTime deadline) {
   const int min = settings_.min_nodes;
   const int max = settings_.max_nodes;
-  if (settings_.is_static) claim_static_rank(round, self);
-  const int slot = static_cast<int>(store_.add(keys_.join_count(round), 1)) - 1;
+  if (settings_.is_static) co_await claim_static_rank(round, self);
+  const std::int64_t joins = co_await store_.add(keys_.join_count(round), 1);
+  const int slot = static_cast<int>(joins) - 1;
   if (slot >= max) {
     // The round is full: this node waits for it to close, then for its end (join() goes on).
+    bool timed_out = false;
     try {
-      store_.wait({keys_.decision(round)}, left_until(deadline));
+      co_await store_.wait(one(keys_.decision(round)), left_until(deadline));
     } catch (const StoreTimeout&) {
-      throw_join_timeout(round, max);
+      timed_out = true;  // no co_await inside a handler
     }
-    return std::nullopt;
+    if (timed_out) {
+      const std::string message = co_await join_timeout_message(round, max);
+      throw RendezvousError(message);
+    }
+    co_return std::nullopt;
   }
   const std::string mine = encode_node(self);
-  if (store_.compare_set(keys_.join_slot(round, slot), "", mine) != mine) return std::nullopt;  // closed marker
+  const std::string in_slot = co_await store_.compare_set(keys_.join_slot(round, slot), "", mine);
+  if (in_slot != mine) co_return std::nullopt;  // the closed marker
 
-  const Carried carried = carried_into(round);
-  std::optional<Clock::time_point> last_call_end;
-  std::optional<Clock::time_point> closer_grace_end;
+  const Carried carried = co_await carried_into(round);
+  CloseTimers timers;
   for (;;) {
-    if (auto decision = read_decision(round)) {
-      if (decision->group_rank_of(self.id) >= 0 || !decision->error.empty()) return decision;
-      return std::nullopt;
+    const auto decision = co_await read_decision(round);
+    if (decision) {
+      if (decision->group_rank_of(self.id) >= 0 || !decision->error.empty()) co_return decision;
+      co_return std::nullopt;
     }
-    const int count = std::min(static_cast<int>(store_.add(keys_.join_count(round), 0)), max);
-    report_progress(round, count);
-    if (count >= min) {
-      // The round is due at once when it is full, or when every node expected back after a
-      // membership change is in; else when the last call (counted from when this node saw MIN) is
-      // over. One node closes it: the one whose join filled the round, or made MIN (it saw the last
-      // call first), or found every expected node back. The others wait for its decision, and close
-      // themselves only when it has not come within kCloserGrace: a round of N nodes then costs one
-      // decision, not N of them (each reading N join records).
-      std::optional<std::vector<NodeInfo>> joined;  // the join records, read at most once per look
-      auto joins = [&]() -> const std::vector<NodeInfo>& {
-        if (!joined) joined = read_joins(round, count);
-        return *joined;
-      };
-      const bool full = count >= max;
-      bool designated = full && slot == max - 1;
-      bool expected_back = false;
-      if (!full && !carried.expected_ids.empty() && count >= static_cast<int>(carried.expected_ids.size())) {
-        expected_back = std::all_of(carried.expected_ids.begin(), carried.expected_ids.end(), [&](const std::string& id) {
-          return std::any_of(joins().begin(), joins().end(), [&](const NodeInfo& n) { return n.id == id; });
-        });
-        designated = expected_back;
-      }
-      if (!last_call_end) last_call_end = Clock::now() + settings_.last_call_timeout;
-      const bool last_call_over = Clock::now() >= *last_call_end;
-      if (last_call_over && !full && !expected_back) designated = slot == min - 1;
-      const bool due = full || expected_back || last_call_over;
-      if (due && !designated && !closer_grace_end) closer_grace_end = Clock::now() + kCloserGrace;
-      if (due && (designated || Clock::now() >= *closer_grace_end)) {
-        if (static_cast<int>(joins().size()) >= min) {
-          RoundDecision decision = close(round, count, joins(), carried.restart_count);
-          if (decision.group_rank_of(self.id) >= 0 || !decision.error.empty()) return decision;
-          return std::nullopt;
-        }
+    const std::int64_t taken = co_await store_.add(keys_.join_count(round), 0);
+    const int count = std::min(static_cast<int>(taken), max);
+    co_await report_progress(round, count);
+    // The join records, read at most once per look: for the closing node, and to find out whether
+    // every node expected back after a membership change is in.
+    std::optional<std::vector<NodeInfo>> joined;
+    RoundLook look;
+    look.count = count;
+    look.min_nodes = min;
+    look.max_nodes = max;
+    look.slot = slot;
+    if (count >= min && expected_back_possible(count, max, carried.expected_ids.size())) {
+      joined = co_await read_joins(round, count);
+      look.expected_back = std::all_of(carried.expected_ids.begin(), carried.expected_ids.end(), [&](const std::string& id) {
+        return std::any_of(joined->begin(), joined->end(), [&](const NodeInfo& n) { return n.id == id; });
+      });
+    }
+    look.last_call_timeout = settings_.last_call_timeout;
+    look.now = now();
+    look.deadline = deadline;
+    look.timers = timers;
+    const CloseVerdict verdict = close_rule(look);
+    timers = verdict.timers;
+    if (verdict.close) {
+      if (!joined) joined = co_await read_joins(round, count);
+      if (static_cast<int>(joined->size()) >= min) {
+        const RoundDecision closed = co_await close(round, count, *joined, carried.restart_count);
+        if (closed.group_rank_of(self.id) >= 0 || !closed.error.empty()) co_return closed;
+        co_return std::nullopt;
       }
     }
-    if (Clock::now() >= deadline) throw_join_timeout(round, count);
+    if (verdict.next == CloseVerdict::Next::time_out) {
+      const std::string message = co_await join_timeout_message(round, count);
+      throw RendezvousError(message);
+    }
     // Sleep in the store until something can change the answer: the MIN-th join while fewer are
     // in, else the decision (a full round is closed by its last joiner), within the last call.
     // Someone waiting for news (on_join_progress) gets a look at least every progress interval.
-    const auto look = progress_ ? std::min(deadline, Clock::now() + progress_interval_) : deadline;
+    const auto wake = progress_ ? std::min(verdict.wake, now() + progress_interval_) : verdict.wake;
     try {
-      if (count < min) {
-        store_.wait({keys_.join_slot(round, min - 1)}, left_until(look));
+      if (verdict.next == CloseVerdict::Next::wait_for_min) {
+        co_await store_.wait(one(keys_.join_slot(round, min - 1)), left_until(wake));
       } else {
-        auto wake = std::min(closer_grace_end ? *closer_grace_end : *last_call_end, look);
-        store_.wait({keys_.decision(round)}, left_until(wake));
+        co_await store_.wait(one(keys_.decision(round)), left_until(wake));
       }
     } catch (const StoreTimeout&) {
-      // A deadline of our own: the loop decides what it means.
+      // A deadline of our own: the next look decides what it means.
     }
   }
 }
 
-void RoundProtocol::claim_static_rank(int round, const NodeInfo& self) {
+Task<void> RoundProtocol::claim_static_rank(int round, NodeInfo self) {
   const std::string mine = encode_node(self);
-  const std::string stands = store_.compare_set(keys_.static_rank(round, self.static_rank), "", mine);
-  if (stands == mine) return;
+  const std::string stands = co_await store_.compare_set(keys_.static_rank(round, self.static_rank), "", mine);
+  if (stands == mine) co_return;
   const NodeInfo holder = decode_node(stands);
-  if (holder.id == self.id) return;  // this node's own claim, from an earlier look at the round
+  if (holder.id == self.id) co_return;  // this node's own claim, from an earlier look at the round
   throw RendezvousError(rank_taken_message(self.static_rank, holder,
                                            "joined round " + std::to_string(round) + " of job '" + settings_.run_id + "' first"));
 }
 
-std::vector<NodeInfo> RoundProtocol::read_joins(int round, int count) {
+Task<std::vector<NodeInfo>> RoundProtocol::read_joins(int round, int count) {
   std::vector<std::string> slots;
   for (int i = 0; i < count; ++i) slots.push_back(keys_.join_slot(round, i));
   std::vector<std::string> values;
+  bool every_slot_written = true;
   try {
-    values = store_.multi_get(slots);  // one round trip in the usual case: every slot written
+    values = co_await store_.multi_get(slots, settings_.read_timeout);  // one round trip in the usual case
   } catch (const StoreTimeout&) {
+    every_slot_written = false;
+  }
+  if (!every_slot_written) {
     // A node died between taking its slot and writing it: read the slots one by one, each with a
     // short grace, and leave that node out.
     values.clear();
     for (const auto& key : slots) {
+      std::string value;
       try {
-        values.push_back(store_.get(key, kSlotWriteGrace));
+        value = co_await store_.get(key, kSlotWriteGrace);
       } catch (const StoreTimeout&) {
-        values.emplace_back();
       }
+      values.push_back(std::move(value));
     }
   }
   std::vector<NodeInfo> joined;
@@ -238,59 +257,67 @@ std::vector<NodeInfo> RoundProtocol::read_joins(int round, int count) {
     if (value.empty() || value == kClosedMarker) continue;
     joined.push_back(decode_node(value));
   }
-  return joined;
+  co_return joined;
 }
 
-RoundProtocol::Carried RoundProtocol::carried_into(int round) {
+Task<RoundProtocol::Carried> RoundProtocol::carried_into(int round) {
   Carried carried;
-  if (round == 0) return carried;
-  auto previous = read_decision(round - 1);
-  auto end = read_end(round - 1);
-  if (!previous || !end) return carried;
+  if (round == 0) co_return carried;
+  auto previous = co_await read_decision(round - 1);
+  auto end = co_await read_end(round - 1);
+  if (!previous || !end) co_return carried;
   carried.restart_count = previous->restart_count + (uses_a_restart(end->kind) ? 1 : 0);
   for (const auto& node : previous->nodes) {
     bool gone = (end->kind == EndKind::lost || end->kind == EndKind::left) && node.id == end->node;
     if (!gone) carried.expected_ids.push_back(node.id);
   }
   if (end->kind == EndKind::joined) carried.expected_ids.push_back(end->node);
-  return carried;
+  co_return carried;
 }
 
-RoundDecision RoundProtocol::close(int round, int count, const std::vector<NodeInfo>& joined, int restart_count) {
+Task<RoundDecision> RoundProtocol::close(int round, int count, std::vector<NodeInfo> joined, int restart_count) {
   std::string mine = encode_decision(decide_round(round, restart_count, joined, settings_.is_static));
-  std::string stands = store_.compare_set(keys_.decision(round), "", mine);
+  std::string stands = co_await store_.compare_set(keys_.decision(round), "", mine);
   // Turn away a node that took a slot but has not written it yet: it finds the marker there.
   for (int slot = count;; ++slot) {
-    if (store_.compare_set(keys_.join_slot(round, slot), "", kClosedMarker) == kClosedMarker) break;
+    const std::string in_slot = co_await store_.compare_set(keys_.join_slot(round, slot), "", kClosedMarker);
+    if (in_slot == kClosedMarker) break;
   }
-  return decode_decision(stands);
+  co_return decode_decision(stands);
 }
 
-void RoundProtocol::wait_as_late_node(int round, const NodeInfo& self, Clock::time_point deadline) {
-  auto decision = read_decision(round);
+Task<void> RoundProtocol::wait_as_late_node(int round, NodeInfo self, SteadyTime deadline) {
+  auto decision = co_await read_decision(round);
   if (decision && !settings_.is_static && static_cast<int>(decision->nodes.size()) < settings_.max_nodes) {
-    end_round(round, RoundEnd{EndKind::joined, self.id, "node " + self.describe() + " joined the job"});
-    return;
+    RoundEnd joined{EndKind::joined, self.id, "node " + self.describe() + " joined the job"};
+    co_await end_round(round, std::move(joined));
+    co_return;
   }
   // Full (or static, where a node comes back by rejoining): wait for the running round to end.
   // Static: a node of the round holds this node's --node-rank. While its heartbeat goes on, this
   // node is a duplicate; a silent one is a dead node that this node replaces once the round ends.
   const NodeInfo* holder = decision && settings_.is_static ? other_holder_of_rank(decision->nodes, self) : nullptr;
-  const std::int64_t holder_beat = holder ? read_beats({holder->id}).front() : -1;
+  std::int64_t holder_beat = -1;
+  if (holder) {
+    const std::vector<std::int64_t> beats = co_await read_beats(one(holder->id));
+    holder_beat = beats.front();
+  }
   for (;;) {
-    auto wake = holder ? std::min(deadline, Clock::now() + settings_.keep_alive_interval) : deadline;
+    auto wake = holder ? std::min(deadline, now() + settings_.keep_alive_interval) : deadline;
     try {
-      store_.wait({keys_.end(round)}, left_until(wake));
-      return;
+      co_await store_.wait(one(keys_.end(round)), left_until(wake));
+      co_return;
     } catch (const StoreTimeout&) {
-      if (Clock::now() >= deadline) {
-        throw RendezvousError("round " + std::to_string(round) + " of job '" + settings_.run_id + "' has all " +
-                              std::to_string(settings_.max_nodes) + " nodes it can take and ran for the whole " +
-                              describe_duration(settings_.join_deadline()) + " this node waited for a place");
-      }
+      // Below: the deadline, or a look at the holder's heartbeat.
+    }
+    if (now() >= deadline) {
+      throw RendezvousError("round " + std::to_string(round) + " of job '" + settings_.run_id + "' has all " +
+                            std::to_string(settings_.max_nodes) + " nodes it can take and ran for the whole " +
+                            describe_duration(settings_.join_deadline()) + " this node waited for a place");
     }
     if (!holder) continue;
-    const std::int64_t beat = read_beats({holder->id}).front();
+    const std::vector<std::int64_t> beats = co_await read_beats(one(holder->id));
+    const std::int64_t beat = beats.front();
     if (beat >= 0 && beat != holder_beat) {
       throw RendezvousError(rank_taken_message(self.static_rank, *holder,
                                                "runs in round " + std::to_string(round) + " of job '" +
@@ -299,37 +326,40 @@ void RoundProtocol::wait_as_late_node(int round, const NodeInfo& self, Clock::ti
   }
 }
 
-RoundEnd RoundProtocol::end_round(int round, const RoundEnd& end) {
-  std::string stands = store_.compare_set(keys_.end(round), "", encode_end(end));
-  advance_past(round);
-  return decode_end(stands);
+Task<RoundEnd> RoundProtocol::end_round(int round, RoundEnd end) {
+  std::string stands = co_await store_.compare_set(keys_.end(round), "", encode_end(end));
+  co_await advance_past(round);
+  co_return decode_end(stands);
 }
 
-RoundEnd RoundProtocol::wait_end(int round, milliseconds timeout) {
-  return decode_end(store_.get(keys_.end(round), timeout));
+Task<RoundEnd> RoundProtocol::wait_end(int round, milliseconds timeout) {
+  const std::string text = co_await store_.get(keys_.end(round), timeout);
+  co_return decode_end(text);
 }
 
-void RoundProtocol::mark_finished(const RoundDecision& decision, const NodeInfo& self) {
-  auto finished = store_.add(keys_.finished_count(decision.round), 1);
+Task<void> RoundProtocol::mark_finished(RoundDecision decision, NodeInfo self) {
+  auto finished = co_await store_.add(keys_.finished_count(decision.round), 1);
   if (finished == static_cast<std::int64_t>(decision.nodes.size())) {
-    end_round(decision.round, RoundEnd{EndKind::finished, self.id, "the last node to finish was " + self.describe()});
+    RoundEnd end{EndKind::finished, self.id, "the last node to finish was " + self.describe()};
+    co_await end_round(decision.round, std::move(end));
   }
 }
 
-void RoundProtocol::beat(const std::string& node_id, std::int64_t counter) {
-  store_.set(keys_.heartbeat(node_id), std::to_string(counter));
+Task<void> RoundProtocol::beat(std::string node_id, std::int64_t counter) {
+  co_await store_.set(keys_.heartbeat(node_id), std::to_string(counter));
 }
 
-std::vector<std::int64_t> RoundProtocol::read_beats(const std::vector<std::string>& node_ids) {
+Task<std::vector<std::int64_t>> RoundProtocol::read_beats(std::vector<std::string> node_ids) {
   std::vector<std::string> keys;
   for (const auto& id : node_ids) keys.push_back(keys_.heartbeat(id));
   std::vector<std::int64_t> counters;
-  for (const auto& value : store_.multi_get(keys)) {
+  const std::vector<std::string> values = co_await store_.multi_get(keys, settings_.heartbeat_timeout);
+  for (const auto& value : values) {
     std::int64_t counter = -1;
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), counter);
     counters.push_back(ec == std::errc() && ptr == value.data() + value.size() ? counter : -1);
   }
-  return counters;
+  co_return counters;
 }
 
 void RoundProtocol::on_join_progress(std::function<void(const JoinProgress&)> report, milliseconds interval) {
@@ -337,8 +367,8 @@ void RoundProtocol::on_join_progress(std::function<void(const JoinProgress&)> re
   progress_interval_ = interval;
 }
 
-void RoundProtocol::report_progress(int round, int count) {
-  if (!progress_) return;
+Task<void> RoundProtocol::report_progress(int round, int count) {
+  if (!progress_) co_return;
   JoinProgress progress;
   progress.stage = JoinProgress::Stage::joining;
   progress.is_static = settings_.is_static;
@@ -348,7 +378,8 @@ void RoundProtocol::report_progress(int round, int count) {
   if (settings_.is_static && count < settings_.max_nodes && settings_.max_nodes <= kNamedRanksUpTo) {
     // A node claims its rank just before it takes a join slot: a claimed rank is as good as joined.
     for (int rank = 0; rank < settings_.max_nodes; ++rank) {
-      if (!store_.check({keys_.static_rank(round, rank)})) progress.missing_ranks.push_back(rank);
+      const bool claimed = co_await store_.check(one(keys_.static_rank(round, rank)));
+      if (!claimed) progress.missing_ranks.push_back(rank);
     }
   }
   progress_(progress);
@@ -360,8 +391,8 @@ void RoundProtocol::throw_closed(int round, const RoundEnd& end) {
                          std::to_string(round) + " (" + end.message + "); start it again with a new --rdzv-id");
 }
 
-void RoundProtocol::throw_join_timeout(int round, int count) {
-  std::vector<NodeInfo> joined = read_joins(round, std::min(count, settings_.max_nodes));
+Task<std::string> RoundProtocol::join_timeout_message(int round, int count) {
+  std::vector<NodeInfo> joined = co_await read_joins(round, std::min(count, settings_.max_nodes));
   std::string names;
   for (const auto& node : joined) append_listed(names, node.describe());
   std::string missing;
@@ -377,9 +408,8 @@ void RoundProtocol::throw_join_timeout(int round, int count) {
     missing = "waiting for " + std::to_string(std::max(short_by, 1)) + " more node(s) (--nnodes=" +
               std::to_string(settings_.min_nodes) + ":" + std::to_string(settings_.max_nodes) + ")";
   }
-  throw RendezvousError("round " + std::to_string(round) + " of job '" + settings_.run_id + "' did not form within " +
-                        describe_duration(settings_.join_deadline()) + ": joined: " + (names.empty() ? "none" : names) +
-                        "; " + missing);
+  co_return "round " + std::to_string(round) + " of job '" + settings_.run_id + "' did not form within " +
+      describe_duration(settings_.join_deadline()) + ": joined: " + (names.empty() ? "none" : names) + "; " + missing;
 }
 
 }  // namespace ddprun::rendezvous

@@ -1,11 +1,13 @@
 #pragma once
-/// RoundProtocol: static and dynamic (c10d) rendezvous rounds over a TCPStore, blocking.
+/// RoundProtocol: static and dynamic (c10d) rendezvous rounds over a Store (store.hpp), as
+/// coroutines on the caller's io_context.
 ///
 /// A round is formed like this (keys in round_keys.hpp, records in round_record.hpp):
 ///  - a node takes a join slot with ADD on the round's counter and writes its NodeInfo there;
 ///  - the node whose join completes the round (MAX nodes, or every node expected back after a
 ///    membership change) closes it at once; when MIN nodes are in (MIN < MAX), the last call runs
-///    for last_call_timeout and then any node closes it with whoever joined;
+///    for last_call_timeout and then any node closes it with whoever joined (the rule, apart from
+///    the I/O: round_close_rule.hpp);
 ///  - closing = COMPARE_SET of the decision (exactly one wins), then the closed marker in the first
 ///    free join slot, so that a node that took a slot too late knows it is not in the round.
 /// Nobody polls: a node waits in the store's WAIT, for the MIN-th join slot while fewer than MIN
@@ -21,19 +23,25 @@
 /// (COMPARE_SET) before it takes a join slot, so a second node with that rank is turned away at
 /// once instead of filling a slot; and a node whose shape disagrees fails the forming round, so that
 /// the nodes already waiting for it learn why instead of waiting out the timeout.
+///
+/// Time: every deadline is read from the injected clock (clock.hpp) and handed to the store's waits
+/// as a timeout; the protocol never sleeps on its own. A store that follows the same clock
+/// (InProcessStore with manual time) lets a test drive every deadline without sleeping.
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "rendezvous/clock.hpp"
 #include "rendezvous/job_shape.hpp"
 #include "rendezvous/join_progress.hpp"
 #include "rendezvous/rendezvous_error.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 #include "rendezvous/round_keys.hpp"
 #include "rendezvous/round_record.hpp"
-#include "rendezvous/store_client.hpp"
+#include "rendezvous/store.hpp"
 
 namespace ddprun::rendezvous {
 
@@ -46,86 +54,93 @@ struct RoundFailed : RendezvousError {
 
 class RoundProtocol {
  public:
-  /// `store` must outlive this object; calls on it are this object's only I/O.
-  RoundProtocol(StoreClient& store, RendezvousSettings settings);
+  /// `store` must outlive this object, and this object every Task it returns (they run on the
+  /// store's executor); calls on the store are this object's only I/O. `clock`: where deadlines
+  /// read the time (steady_clock when empty). Store operations on keys that exist already get
+  /// settings.read_timeout, heartbeat reads settings.heartbeat_timeout.
+  RoundProtocol(Store& store, RendezvousSettings settings, ClockFn clock = {});
 
   /// Checks that the store serves this job (the hosting agent's run id, if one hosts it) and that
   /// `self` has the job's shape (job_shape.hpp), recording it when it is the first; throws
   /// RendezvousError naming both nodes and what differs. In a static job, a node that disagrees
   /// also fails the round being formed, with the same message, for the nodes that wait in it.
-  void check_job(const NodeInfo& self);
+  Task<void> check_job(NodeInfo self);
 
-  /// Joins the newest open round as `self` and blocks until it closes. Returns the decision, which
+  /// Joins the newest open round as `self` and completes when it closes, with the decision, which
   /// includes `self`. Throws RendezvousError on the join deadline ("joined: A, B; waiting for 1 more
   /// node (MIN 3)") and when another live node holds `self`'s --node-rank ("node rank 1 is taken
   /// by ..."), RoundFailed when the round's decision is an error, RendezvousClosed when the job has
   /// ended, and StoreError when the store fails.
-  RoundDecision join(const NodeInfo& self);
+  Task<RoundDecision> join(NodeInfo self);
 
   /// Ends `round` with `end` unless it has ended already; returns the end that stands (the first).
-  RoundEnd end_round(int round, const RoundEnd& end);
+  Task<RoundEnd> end_round(int round, RoundEnd end);
 
-  /// Blocks until `round` has ended and returns how; StoreTimeout after `timeout`.
-  RoundEnd wait_end(int round, std::chrono::milliseconds timeout);
+  /// Completes once `round` has ended, with how; StoreTimeout after `timeout`.
+  Task<RoundEnd> wait_end(int round, std::chrono::milliseconds timeout);
 
   /// Records that this node's workers of the round all succeeded; the last node of the round to do
   /// so ends it with `finished` (the exit barrier: a node that finishes first waits for that end).
-  void mark_finished(const RoundDecision& decision, const NodeInfo& self);
+  Task<void> mark_finished(RoundDecision decision, NodeInfo self);
 
   /// Writes this node's heartbeat counter.
-  void beat(const std::string& node_id, std::int64_t counter);
+  Task<void> beat(std::string node_id, std::int64_t counter);
   /// The heartbeat counters of `node_ids`, in order (-1 for a value that is not a counter). Every
   /// node that joined a round has the key (join() creates it), so this is one round trip.
-  std::vector<std::int64_t> read_beats(const std::vector<std::string>& node_ids);
+  Task<std::vector<std::int64_t>> read_beats(std::vector<std::string> node_ids);
 
   const RoundKeys& keys() const { return keys_; }
 
   /// While join() waits for nodes, `report` gets where the forming round stands (JoinProgress with
   /// stage joining; elapsed and timeout left for the caller) each time it looks, and it looks at
   /// least every `interval`: one ADD (and, static with at most kNamedRanksUpTo nodes, one CHECK per
-  /// node) per interval. Called on join()'s thread.
+  /// node) per interval. Called on join()'s executor.
   void on_join_progress(std::function<void(const JoinProgress&)> report, std::chrono::milliseconds interval);
   /// Static jobs up to this many nodes name the missing node ranks in the progress.
   static constexpr int kNamedRanksUpTo = 32;
 
  private:
-  int current_round();
+  SteadyTime now() const { return clock_(); }
+  /// The timeout that ends at `deadline` (at least 1 ms: a store wait of 0 means forever).
+  std::chrono::milliseconds left_until(SteadyTime deadline) const;
+  Task<int> current_round();
   /// Moves the current round past `round` (ended); harmless when another node did it first.
-  void advance_past(int round);
-  std::optional<RoundDecision> read_decision(int round);
-  std::optional<RoundEnd> read_end(int round);
-  /// Joins `round` (not yet closed); blocks until it closes. nullopt: it closed without this node.
-  std::optional<RoundDecision> join_open_round(int round, const NodeInfo& self,
-                                               std::chrono::steady_clock::time_point deadline);
+  Task<void> advance_past(int round);
+  Task<std::optional<RoundDecision>> read_decision(int round);
+  Task<std::optional<RoundEnd>> read_end(int round);
+  /// Joins `round` (not yet closed); completes when it closes. nullopt: it closed without this node.
+  Task<std::optional<RoundDecision>> join_open_round(int round, NodeInfo self, SteadyTime deadline);
   /// The NodeInfo of join slots [0, count), skipping slots whose node died before writing.
-  std::vector<NodeInfo> read_joins(int round, int count);
+  Task<std::vector<NodeInfo>> read_joins(int round, int count);
   /// What the previous round tells about `round`: its restart count, and the ids expected back
   /// (the survivors, a node that asked to join) when it ended by a membership change.
   struct Carried {
     int restart_count = 0;
     std::vector<std::string> expected_ids;
   };
-  Carried carried_into(int round);
+  Task<Carried> carried_into(int round);
   /// Static: takes `self`'s --node-rank in `round`, or throws RendezvousError naming the node that
   /// took it first.
-  void claim_static_rank(int round, const NodeInfo& self);
+  Task<void> claim_static_rank(int round, NodeInfo self);
   /// Fails the round being formed with `why` (a decision that is an error), waking the nodes that
   /// wait in it; a round that formed already stands. `job`: the shape those nodes run.
-  void fail_forming_round(const JobShape& job, const std::string& why);
+  Task<void> fail_forming_round(JobShape job, std::string why);
   /// Closes `round` with `joined` unless another node closed it first; returns the decision that
   /// stands, and puts the closed marker into the first free join slot from `count` on.
-  RoundDecision close(int round, int count, const std::vector<NodeInfo>& joined, int restart_count);
-  [[noreturn]] void throw_join_timeout(int round, int count);
+  Task<RoundDecision> close(int round, int count, std::vector<NodeInfo> joined, int restart_count);
+  /// The message of the join deadline: who joined `round` (of `count` slots), who is missing.
+  Task<std::string> join_timeout_message(int round, int count);
   /// Waits, as a late node, until `round` (running, full) ends. Static: throws RendezvousError when
   /// the node of the round that holds `self`'s --node-rank is alive (its heartbeat goes on).
-  void wait_as_late_node(int round, const NodeInfo& self, std::chrono::steady_clock::time_point deadline);
+  Task<void> wait_as_late_node(int round, NodeInfo self, SteadyTime deadline);
   [[noreturn]] void throw_closed(int round, const RoundEnd& end);
   /// Tells on_join_progress's callback, if any, that `count` nodes are in `round`.
-  void report_progress(int round, int count);
+  Task<void> report_progress(int round, int count);
 
-  StoreClient& store_;
+  Store& store_;
   RendezvousSettings settings_;
   RoundKeys keys_;
+  ClockFn clock_;
   std::function<void(const JoinProgress&)> progress_;
   std::chrono::milliseconds progress_interval_{std::chrono::seconds(5)};
 };

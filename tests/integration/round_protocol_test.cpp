@@ -1,5 +1,7 @@
 /// RoundProtocol against a real StoreServer on loopback: several nodes, each a thread with its own
-/// connection, as agents on several machines would be.
+/// io_context and connection (AsyncStoreClient), as agents on several machines would be; each
+/// thread runs the protocol's coroutines to completion. The same rules without a server, with
+/// time driven by the test: tests/unit/round_protocol_test.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -7,14 +9,33 @@
 #include <future>
 #include <thread>
 
+#include "rendezvous/async_store_client.hpp"
 #include "rendezvous/round_keys.hpp"
 #include "rendezvous/round_protocol.hpp"
+#include "rendezvous/store_client.hpp"
 #include "rendezvous/store_server.hpp"
+#include "tests/support/spawn_task.hpp"
 
 using namespace ddprun::rendezvous;
 using namespace std::chrono_literals;
 
 namespace {
+
+/// One node's connection, as an agent has: an io_context of its own, which run() drives from the
+/// calling thread until the coroutine completes.
+class Connection {
+ public:
+  explicit Connection(const StoreClientOptions& options) : client_(io_.get_executor(), options) {}
+  template <class T>
+  T run(Task<T> task) {
+    return ddprun::testing::run_to_completion(io_, std::move(task));
+  }
+  Store& store() { return client_; }
+
+ private:
+  boost::asio::io_context io_;
+  AsyncStoreClient client_;
+};
 
 class RoundProtocolTest : public ::testing::Test {
  protected:
@@ -25,13 +46,17 @@ class RoundProtocolTest : public ::testing::Test {
     server_->start();
   }
 
-  std::unique_ptr<StoreClient> client() {
+  StoreClientOptions client_options() const {
     StoreClientOptions options;
     options.host = "127.0.0.1";
     options.port = server_->port();
     options.timeout = 20s;
-    return std::make_unique<StoreClient>(options);
+    return options;
   }
+  /// A blocking client, for the test's own looks at the keys.
+  std::unique_ptr<StoreClient> client() { return std::make_unique<StoreClient>(client_options()); }
+  /// A node's connection, for the protocol.
+  std::unique_ptr<Connection> connection() { return std::make_unique<Connection>(client_options()); }
 
   RendezvousSettings dynamic(int min, int max) const {
     RendezvousSettings settings;
@@ -60,15 +85,15 @@ class RoundProtocolTest : public ::testing::Test {
     return info;
   }
 
-  /// Each node joins from its own thread and client; returns the decisions in `nodes` order.
+  /// Each node joins from its own thread and connection; returns the decisions in `nodes` order.
   std::vector<RoundDecision> join_all(const RendezvousSettings& settings, const std::vector<NodeInfo>& nodes) {
     std::vector<std::future<RoundDecision>> joins;
     for (const auto& info : nodes) {
       joins.push_back(std::async(std::launch::async, [this, settings, info] {
-        auto store = client();
-        RoundProtocol protocol(*store, settings);
-        protocol.check_job(info);
-        return protocol.join(info);
+        auto node = connection();
+        RoundProtocol protocol(node->store(), settings);
+        node->run(protocol.check_job(info));
+        return node->run(protocol.join(info));
       }));
     }
     std::vector<RoundDecision> decisions;
@@ -113,13 +138,14 @@ std::string rendezvous_error_of(Join join) {
 TEST_F(RoundProtocolTest, ASecondNodeWithATakenStaticRankIsTurnedAwayAtOnceAndTheRoundFormsWithoutIt) {
   RendezvousSettings settings = static_job(2);
   auto holder = std::async(std::launch::async, [&] {
-    auto store = client();
-    return RoundProtocol(*store, settings).join(node("a", 1, 1));
+    auto a = connection();
+    return a->run(RoundProtocol(a->store(), settings).join(node("a", 1, 1)));
   });
   auto store = client();
-  RoundProtocol protocol(*store, settings);
+  auto b = connection();
+  RoundProtocol protocol(b->store(), settings);
   store->wait({protocol.keys().join_slot(0, 0)});  // a holds rank 1 and waits in round 0
-  std::string refused = rendezvous_error_of([&] { protocol.join(node("b", 1, 1)); });
+  std::string refused = rendezvous_error_of([&] { b->run(protocol.join(node("b", 1, 1))); });
   EXPECT_EQ(refused,
             "node rank 1 is taken by host-a (127.0.0.1), which joined round 0 of job 'job' first: give each node of "
             "the job its own --node-rank");
@@ -136,21 +162,23 @@ TEST_F(RoundProtocolTest, ASecondNodeWithAStaticRankInARunningRoundIsTurnedAwayW
   // b's keep-alive, as its agent runs it.
   std::atomic<bool> beating{true};
   auto keep_alive = std::async(std::launch::async, [&] {
-    auto store = client();
-    RoundProtocol protocol(*store, settings);
+    auto b = connection();
+    RoundProtocol protocol(b->store(), settings);
     for (std::int64_t counter = 1; beating; ++counter) {
-      protocol.beat("b", counter);
+      b->run(protocol.beat("b", counter));
       std::this_thread::sleep_for(settings.keep_alive_interval / 2);
     }
   });
   auto store = client();
-  std::string refused = rendezvous_error_of([&] { RoundProtocol(*store, settings).join(node("b2", 1, 1)); });
+  auto b2 = connection();
+  std::string refused =
+      rendezvous_error_of([&] { b2->run(RoundProtocol(b2->store(), settings).join(node("b2", 1, 1))); });
   beating = false;
   keep_alive.get();
   EXPECT_EQ(refused,
             "node rank 1 is taken by host-b (127.0.0.1), which runs in round 0 of job 'job' and is alive (its "
             "heartbeat goes on): give each node of the job its own --node-rank");
-  EXPECT_FALSE(store->check({RoundProtocol(*store, settings).keys().end(first.round)})) << "the round runs on";
+  EXPECT_FALSE(store->check({RoundKeys(settings.run_id).end(first.round)})) << "the round runs on";
 }
 
 TEST_F(RoundProtocolTest, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAndTakesItsPlace) {
@@ -159,13 +187,13 @@ TEST_F(RoundProtocolTest, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAnd
   auto first = join_all(settings, {node("a", 1, 0), node("b", 1, 1)}).front();
   // b died without a word: its heartbeat stays put. Its replacement waits for the round to end.
   auto replacement = std::async(std::launch::async, [&] {
-    auto store = client();
-    return RoundProtocol(*store, settings).join(node("b2", 1, 1));
+    auto b2 = connection();
+    return b2->run(RoundProtocol(b2->store(), settings).join(node("b2", 1, 1)));
   });
   EXPECT_EQ(replacement.wait_for(5 * settings.keep_alive_interval), std::future_status::timeout)
       << "the replacement of a silent node was turned away, or joined a running round";
-  auto store = client();
-  RoundProtocol(*store, settings).end_round(first.round, RoundEnd{EndKind::lost, "b", "b stopped heart-beating"});
+  auto a = connection();
+  a->run(RoundProtocol(a->store(), settings).end_round(first.round, RoundEnd{EndKind::lost, "b", "b stopped heart-beating"}));
   auto second = join_all(settings, {node("a", 1, 0)}).front();
   EXPECT_EQ(ids_of(second), (std::vector<std::string>{"a", "b2"}));
   EXPECT_EQ(ids_of(replacement.get()), (std::vector<std::string>{"a", "b2"}));
@@ -196,21 +224,22 @@ TEST_F(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoe
     RendezvousSettings second = static_job(c.second_nnodes);
     second.run_id = first.run_id;
     auto waiting = std::async(std::launch::async, [&] {
-      auto store = client();
-      RoundProtocol protocol(*store, first);
-      protocol.check_job(node("a", 1, 0));
-      return rendezvous_error_of([&] { protocol.join(node("a", 1, 0)); });
+      auto a = connection();
+      RoundProtocol protocol(a->store(), first);
+      a->run(protocol.check_job(node("a", 1, 0)));
+      return rendezvous_error_of([&] { a->run(protocol.join(node("a", 1, 0))); });
     });
     auto store = client();
-    RoundProtocol protocol(*store, second);
+    auto b = connection();
+    RoundProtocol protocol(b->store(), second);
     store->wait({protocol.keys().join_slot(0, 0)});  // a waits in round 0
-    EXPECT_EQ(rendezvous_error_of([&] { protocol.check_job(node("b", 1, 1)); }), c.expected);
+    EXPECT_EQ(rendezvous_error_of([&] { b->run(protocol.check_job(node("b", 1, 1))); }), c.expected);
     EXPECT_EQ(waiting.get(), c.expected);
     // A node that agrees with the job and comes later reads the same.
     EXPECT_EQ(rendezvous_error_of([&] {
-                RoundProtocol late(*store, first);
-                late.check_job(node("c", 1, 1));
-                late.join(node("c", 1, 1));
+                RoundProtocol late(b->store(), first);
+                b->run(late.check_job(node("c", 1, 1)));
+                b->run(late.join(node("c", 1, 1)));
               }),
               c.expected);
   }
@@ -233,9 +262,9 @@ TEST_F(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLa
   RendezvousSettings settings = dynamic(2, 3);
   auto first = join_all(settings, {node("a"), node("b"), node("c")}).front();
   const NodeInfo& lost = first.nodes.at(1);
-  auto store = client();
-  RoundProtocol protocol(*store, settings);
-  protocol.end_round(first.round, RoundEnd{EndKind::lost, lost.id, "lost"});
+  auto node = connection();
+  RoundProtocol protocol(node->store(), settings);
+  node->run(protocol.end_round(first.round, RoundEnd{EndKind::lost, lost.id, "lost"}));
 
   settings.last_call_timeout = 60s;  // the survivors must not wait for it
   std::vector<NodeInfo> survivors;
@@ -259,8 +288,8 @@ TEST_F(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLa
 TEST_F(RoundProtocolTest, AFailureCountsARestartForTheNextRound) {
   RendezvousSettings settings = dynamic(2, 2);
   auto first = join_all(settings, {node("a"), node("b")}).front();
-  auto store = client();
-  RoundProtocol(*store, settings).end_round(first.round, RoundEnd{EndKind::failure, "a", "rank 0 failed"});
+  auto a = connection();
+  a->run(RoundProtocol(a->store(), settings).end_round(first.round, RoundEnd{EndKind::failure, "a", "rank 0 failed"}));
   auto second = join_all(settings, {node("a"), node("b")}).front();
   EXPECT_EQ(second.round, 1);
   EXPECT_EQ(second.restart_count, 1);
@@ -272,12 +301,12 @@ TEST_F(RoundProtocolTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludes
   ASSERT_EQ(first.nodes.size(), 2U);
 
   auto late = std::async(std::launch::async, [&] {
-    auto store = client();
-    return RoundProtocol(*store, settings).join(node("c"));
+    auto c = connection();
+    return c->run(RoundProtocol(c->store(), settings).join(node("c")));
   });
-  auto store = client();
-  RoundProtocol watcher(*store, settings);
-  RoundEnd end = watcher.wait_end(first.round, 20s);
+  auto a = connection();
+  RoundProtocol watcher(a->store(), settings);
+  RoundEnd end = a->run(watcher.wait_end(first.round, 20s));
   EXPECT_EQ(end.kind, EndKind::joined);
   EXPECT_EQ(end.node, "c");
   // a and b rejoin, as their agents do when they see the end.
@@ -292,14 +321,15 @@ TEST_F(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
   RendezvousSettings settings = dynamic(2, 3);
   auto decisions = join_all(settings, {node("a"), node("b")});
   auto store = client();
-  RoundProtocol protocol(*store, settings);
-  protocol.mark_finished(decisions.front(), node("a"));
+  auto a = connection();
+  RoundProtocol protocol(a->store(), settings);
+  a->run(protocol.mark_finished(decisions.front(), node("a")));
   EXPECT_FALSE(store->check({protocol.keys().end(decisions.front().round)})) << "b has not finished yet";
-  protocol.mark_finished(decisions.front(), node("b"));
-  EXPECT_EQ(protocol.wait_end(decisions.front().round, 5s).kind, EndKind::finished);
+  a->run(protocol.mark_finished(decisions.front(), node("b")));
+  EXPECT_EQ(a->run(protocol.wait_end(decisions.front().round, 5s)).kind, EndKind::finished);
 
   try {
-    protocol.join(node("late"));
+    a->run(protocol.join(node("late")));
     FAIL() << "a late node joined a finished job";
   } catch (const RendezvousClosed& error) {
     EXPECT_NE(std::string(error.what()).find("already finished"), std::string::npos) << error.what();
@@ -309,10 +339,10 @@ TEST_F(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
 TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
   RendezvousSettings settings = dynamic(3, 3);
   settings.join_timeout = 500ms;
-  auto store = client();
-  RoundProtocol protocol(*store, settings);
+  auto alone = connection();
+  RoundProtocol protocol(alone->store(), settings);
   try {
-    protocol.join(node("alone"));
+    alone->run(protocol.join(node("alone")));
     FAIL() << "a round of one formed with MIN 3";
   } catch (const RendezvousError& error) {
     std::string message = error.what();
@@ -324,20 +354,26 @@ TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
 
 TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
   auto store = client();
-  RoundProtocol(*store, dynamic(2, 4)).check_job(node("a"));
-  RoundProtocol(*store, dynamic(2, 4)).check_job(node("b"));
-  EXPECT_EQ(rendezvous_error_of([&] { RoundProtocol(*store, dynamic(2, 3)).check_job(node("c")); }),
+  auto n = connection();
+  // Each check on a protocol of its own, as each node has; the protocol lives until its check ends.
+  auto check = [&](const RendezvousSettings& settings, const NodeInfo& self) {
+    RoundProtocol protocol(n->store(), settings);
+    n->run(protocol.check_job(self));
+  };
+  check(dynamic(2, 4), node("a"));
+  check(dynamic(2, 4), node("b"));
+  EXPECT_EQ(rendezvous_error_of([&] { check(dynamic(2, 3), node("c")); }),
             "node host-c (127.0.0.1) says --nnodes=2:3, but this job was started with --nnodes=2:4 by node host-a "
             "(127.0.0.1): start every node of a job with the same --nnodes");
   RendezvousSettings restarts = dynamic(2, 4);
   restarts.max_restarts = 3;
-  EXPECT_EQ(rendezvous_error_of([&] { RoundProtocol(*store, restarts).check_job(node("d")); }),
+  EXPECT_EQ(rendezvous_error_of([&] { check(restarts, node("d")); }),
             "node host-d (127.0.0.1) says --max-restarts=3, but this job was started with --max-restarts=0 by node "
             "host-a (127.0.0.1): start every node of a job with the same --max-restarts");
 
   store->set(kHostedRunIdKey, "other");
   try {
-    RoundProtocol(*store, dynamic(2, 4)).check_job(node("a"));
+    check(dynamic(2, 4), node("a"));
     FAIL() << "joined the store of job 'other'";
   } catch (const RendezvousError& error) {
     EXPECT_NE(std::string(error.what()).find("'other', not 'job'"), std::string::npos) << error.what();
@@ -347,21 +383,29 @@ TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
 TEST_F(RoundProtocolTest, AC10dNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
   // c10d rounds can form without it: only the disagreeing node fails.
   RendezvousSettings settings = dynamic(2, 2);
-  auto store = client();
-  RoundProtocol(*store, settings).check_job(node("a"));
-  EXPECT_NE(rendezvous_error_of([&] { RoundProtocol(*store, dynamic(2, 3)).check_job(node("x")); }), "");
+  auto n = connection();
+  {
+    RoundProtocol a(n->store(), settings);
+    n->run(a.check_job(node("a")));
+  }
+  EXPECT_NE(rendezvous_error_of([&] {
+              RoundProtocol x(n->store(), dynamic(2, 3));
+              n->run(x.check_job(node("x")));
+            }),
+            "");
   auto decisions = join_all(settings, {node("a"), node("b")});
   EXPECT_EQ(decisions.front().nodes.size(), 2U);
 }
 
 TEST_F(RoundProtocolTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
   auto store = client();
-  RoundProtocol protocol(*store, dynamic(1, 1));
-  protocol.beat("a", 7);
+  auto n = connection();
+  RoundProtocol protocol(n->store(), dynamic(1, 1));
+  n->run(protocol.beat("a", 7));
   store->set(protocol.keys().heartbeat("b"), "not a number");
   // read_beats WAITs for the keys (join() creates them); give "c" one so the read ends.
   store->set(protocol.keys().heartbeat("c"), "");
-  EXPECT_EQ(protocol.read_beats({"a", "b", "c"}), (std::vector<std::int64_t>{7, -1, -1}));
+  EXPECT_EQ(n->run(protocol.read_beats({"a", "b", "c"})), (std::vector<std::int64_t>{7, -1, -1}));
 }
 
 }  // namespace
