@@ -128,10 +128,10 @@ Task<RoundDecision> RoundProtocol::join(NodeInfo self) {
       co_await wait_as_late_node(round, self, deadline);
       continue;
     }
-    const auto decision = co_await join_open_round(round, self, deadline);
+    auto decision = co_await join_open_round(round, self, deadline);
     if (decision) {
       if (!decision->error.empty()) throw RoundFailed(decision->error);
-      co_return *decision;
+      co_return std::move(*decision);  // a decision of N nodes: moved, not copied
     }
   }
 }
@@ -163,9 +163,9 @@ Task<std::optional<RoundDecision>> RoundProtocol::join_open_round(int round, Nod
   const Carried carried = co_await carried_into(round);
   CloseTimers timers;
   for (;;) {
-    const auto decision = co_await read_decision(round);
+    auto decision = co_await read_decision(round);
     if (decision) {
-      if (decision->group_rank_of(self.id) >= 0 || !decision->error.empty()) co_return decision;
+      if (decision->group_rank_of(self.id) >= 0 || !decision->error.empty()) co_return std::move(decision);
       co_return std::nullopt;
     }
     const std::int64_t taken = co_await store_.add(keys_.join_count(round), 0);
@@ -194,8 +194,8 @@ Task<std::optional<RoundDecision>> RoundProtocol::join_open_round(int round, Nod
     if (verdict.close) {
       if (!joined) joined = co_await read_joins(round, count);
       if (static_cast<int>(joined->size()) >= min) {
-        const RoundDecision closed = co_await close(round, count, *joined, carried.restart_count);
-        if (closed.group_rank_of(self.id) >= 0 || !closed.error.empty()) co_return closed;
+        RoundDecision closed = co_await close(round, count, std::move(*joined), carried.restart_count);
+        if (closed.group_rank_of(self.id) >= 0 || !closed.error.empty()) co_return std::move(closed);
         co_return std::nullopt;
       }
     }
