@@ -38,24 +38,49 @@ std::optional<Op> op_for_code(Dialect dialect, std::uint8_t code) {
   return std::nullopt;
 }
 
+/// Where a walk over a request or a reply stands in its input, and what it found: the bytes read so
+/// far, and for need_more the input length it needs to get further.
+class Cursor {
+ public:
+  explicit Cursor(std::span<const std::uint8_t> in) : in_(in) {}
+
+  DecodeStatus status = DecodeStatus::complete;
+  std::string error;
+  std::size_t pos = 0;   // bytes read so far
+  std::size_t need = 0;  // for need_more: input length needed to get further
+
+ protected:
+  /// True when the next `n` bytes are present; else need_more, with `need` set.
+  bool present(std::size_t n) {
+    if (n > in_.size() - pos) {
+      status = DecodeStatus::need_more;
+      need = pos + n;
+      return false;
+    }
+    return true;
+  }
+
+  const std::uint8_t* take(std::size_t n) {
+    const std::uint8_t* at = in_.data() + pos;
+    pos += n;
+    return at;
+  }
+
+  std::span<const std::uint8_t> in_;
+};
+
 /// One pass over a request. The framing pass (`out` null) only checks the lengths and counts it
 /// runs into, allocating nothing; the filling pass, run once the framing pass found the request
 /// whole, copies the fields into `out` and cannot fail. Field names (`op`, `field`) are joined into
 /// text only for an error, so framing a request of 128 Ki keys allocates nothing per key.
-class Walk {
+class Walk : public Cursor {
  public:
   Walk(std::span<const std::uint8_t> in, const Limits& limits, Request* out)
-      : in_(in), limits_(limits), out_(out) {}
-
-  DecodeStatus status = DecodeStatus::complete;
-  std::string error;
-  std::size_t pos = 0;   // bytes of the request read so far
-  std::size_t need = 0;  // for need_more: input length needed to get further
+      : Cursor(in), limits_(limits), out_(out) {}
 
   bool request(Dialect dialect);
 
  private:
-  std::span<const std::uint8_t> in_;
   const Limits& limits_;
   Request* out_;
   std::string_view op_ = "request";
@@ -73,18 +98,7 @@ class Walk {
       return invalid(std::string(field) + " takes the request past max_request_bytes (" +
                      std::to_string(limits_.max_request_bytes) + ")");
     }
-    if (n > in_.size() - pos) {
-      status = DecodeStatus::need_more;
-      need = pos + n;
-      return false;
-    }
-    return true;
-  }
-
-  const std::uint8_t* take(std::size_t n) {
-    const std::uint8_t* at = in_.data() + pos;
-    pos += n;
-    return at;
+    return present(n);
   }
 
   std::optional<std::uint64_t> u64(std::string_view field) {
@@ -226,20 +240,14 @@ void expect_shape(const Request& request, std::size_t keys, std::size_t values) 
 
 /// One pass over a reply, as Walk over a request: the framing pass (`out` null) checks lengths and
 /// values and allocates nothing; the filling pass, run once the reply is whole, copies the fields.
-class ReplyWalk {
+class ReplyWalk : public Cursor {
  public:
   ReplyWalk(std::span<const std::uint8_t> in, const Limits& limits, Reply* out)
-      : in_(in), limits_(limits), out_(out) {}
-
-  DecodeStatus status = DecodeStatus::complete;
-  std::string error;
-  std::size_t pos = 0;
-  std::size_t need = 0;
+      : Cursor(in), limits_(limits), out_(out) {}
 
   bool reply(Op op, std::size_t keys);
 
  private:
-  std::span<const std::uint8_t> in_;
   const Limits& limits_;
   Reply* out_;
 
@@ -249,20 +257,7 @@ class ReplyWalk {
     return false;
   }
 
-  bool claim(std::size_t n) {
-    if (n > in_.size() - pos) {
-      status = DecodeStatus::need_more;
-      need = pos + n;
-      return false;
-    }
-    return true;
-  }
-
-  const std::uint8_t* take(std::size_t n) {
-    const std::uint8_t* at = in_.data() + pos;
-    pos += n;
-    return at;
-  }
+  bool claim(std::size_t n) { return present(n); }
 
   bool number(std::int64_t value) {
     if (out_ != nullptr) out_->number = value;
