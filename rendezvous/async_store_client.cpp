@@ -106,12 +106,6 @@ std::vector<std::string> prefixed(const std::vector<std::string>& keys) {
   return out;
 }
 
-/// "[::1]" as a host is accepted for "::1", as in URLs.
-std::string bare_host(const std::string& host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return host.substr(1, host.size() - 2);
-  return host;
-}
-
 wire::Request make_request(wire::Op op, std::vector<std::string> keys = {}, std::vector<std::string> values = {}) {
   wire::Request request;
   request.op = op;
@@ -157,14 +151,14 @@ class AsyncStoreClient::Session : public std::enable_shared_from_this<Session> {
  public:
   Session(asio::any_io_executor executor, StoreClientOptions options_in, Loop loop)
       : options(std::move(options_in)),
-        address(format_endpoint(bare_host(options.host), options.port)),
+        address(format_endpoint(without_brackets(options.host), options.port)),
         executor_(executor),
         loop_(loop),
         socket_(executor),
         timer_(executor),
         pause_timer_(executor),
         rng_(std::random_device{}()) {
-    options.host = bare_host(options.host);
+    options.host = std::string(without_brackets(options.host));  // "[::1]" is accepted for "::1", as in URLs
     // No read buffer yet: make_room() allocates it at the first read, on the thread that runs the
     // client's loop. Made here, 1024 clients built by one thread put 64 MiB in that thread's malloc
     // arena, and every loop thread later frees its grown buffer into that one arena (its lock).

@@ -24,12 +24,6 @@ Error bad_endpoint(std::string_view text, const std::string& why) {
   return Error(quoted(text) + ": " + why);
 }
 
-/// "[addr]" -> "addr"; anything else unchanged. Lets callers pass a host as the user wrote it.
-std::string_view without_brackets(std::string_view host) {
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return host.substr(1, host.size() - 2);
-  return host;
-}
-
 int parse_port(std::string_view text, std::string_view port) {
   if (port.empty()) throw bad_endpoint(text, "the port after ':' is empty");
   std::string_view digits = port.front() == '-' ? port.substr(1) : port;
@@ -132,6 +126,11 @@ std::string this_host_name() {
 }
 
 }  // namespace
+
+std::string_view without_brackets(std::string_view host) {
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') return host.substr(1, host.size() - 2);
+  return host;
+}
 
 Endpoint parse_endpoint(std::string_view text, int default_port) {
   Endpoint endpoint;

@@ -26,6 +26,9 @@ Endpoint parse_endpoint(std::string_view text, int default_port);
 /// "host:port", or "[v6]:port" for an IPv6 address.
 std::string format_endpoint(std::string_view host, int port);
 
+/// "[addr]" -> "addr"; anything else unchanged: a host as the user wrote it, as sockets take it.
+std::string_view without_brackets(std::string_view host);
+
 /// True for a literal IPv6 address (with or without brackets).
 bool is_ipv6_literal(std::string_view host);
 
