@@ -81,7 +81,7 @@ void Agent::perform(const SupervisorAction& action) {
     void operator()(const action::StopGroup& s) const { a.group_->stop(s.signo, grace_of(a.plan_.config)); }
     void operator()(const action::KillGroup&) const { a.group_->stop(SIGKILL, std::chrono::milliseconds(0)); }
     void operator()(const action::KillRunning&) const { a.group_->signal_running(SIGKILL); }
-    void operator()(const action::RecordFailure& r) const { a.record_failure(r.exit, r.rank); }
+    void operator()(const action::RecordFailure& r) const { a.failures_.push_back(a.describe_failure(r.exit)); }
     void operator()(const action::ReportFailure& r) const { a.membership_->report_failure(r.end); }
     void operator()(const action::MarkFinished&) const { a.membership_->mark_finished(); }
     void operator()(const action::JoinRound&) const { a.begin_join(); }
@@ -333,8 +333,6 @@ void Agent::on_worker_exit(const WorkerExit& exit) {
   if (stdin_) stdin_->remove_target(exit.pid);
   dispatch(event::WorkerExited{exit, rank_base_ + exit.local_rank});
 }
-
-void Agent::record_failure(const WorkerExit& exit, int /*rank*/) { failures_.push_back(describe_failure(exit)); }
 
 WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
   WorkerFailure failure;

@@ -69,7 +69,6 @@ class Agent {
 
   // What the actions do (agent.cpp, agent_rounds.cpp).
   void start_attempt();
-  void record_failure(const WorkerExit& exit, int rank);
   /// Waits for the console to take the last lines, then stops the loop (run() returns the status).
   void finish(bool impatient);
   void begin_join();
