@@ -17,6 +17,8 @@ packages=(
   python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks
   hyperfine procps iproute2
   gdb                                            # native stacks in tests/stress's hang dumps
+  chromium                                       # the status page rendered headless in tests (status_endpoint)
+  prometheus                                     # promtool check metrics on /metrics in tests
 )
 
 missing=()
