@@ -24,6 +24,7 @@
 #include "launcher/oom_watch.hpp"
 #include "launcher/port_reservation.hpp"
 #include "launcher/program.hpp"
+#include "launcher/recent_events.hpp"
 #include "launcher/run_logs.hpp"
 #include "launcher/signal_origin.hpp"
 #include "launcher/supervisor.hpp"
@@ -92,6 +93,19 @@ class Agent {
   /// Ended by a signal: stops the loop once a console has taken nothing for a moment.
   void give_up_on_a_stalled_console();
   WorkerFailure describe_failure(const WorkerExit& exit);
+
+  // The job's events (agent_events.cpp).
+  /// Hands `event` to the recent-events ring and every sink, in the order recorded. Stamps `time`
+  /// (unix seconds) when 0, and `node_rank` with this node's (its group rank in the last round;
+  /// -1 before a dynamic job's first round) when -1, except for node_joined / node_lost, which
+  /// name the node they are about. On the loop; never blocks (sinks must not).
+  void record_event(JobEvent event);
+  /// `sink` gets every event recorded from now on; it must outlive the agent's loop.
+  void add_event_sink(JobEventSink* sink);
+  /// The rounds' node events: nodes new in `decision` joined, nodes gone from the last round lost.
+  void record_round_events(const rendezvous::RoundDecision& decision);
+  /// A round ended for a node lost or gone: node_lost, now rather than at the next round.
+  void record_round_end(const rendezvous::RoundEnd& end);
 
   // Multi-node (agent_rounds.cpp).
   void start_rendezvous();
@@ -162,6 +176,15 @@ class Agent {
   std::vector<UniqueFd> attempt_log_files_;
   std::vector<std::string> error_files_;  ///< per local rank, this attempt
   std::vector<WorkerFailure> failures_;   ///< this attempt's recorded failures, first observed first
+
+  // Job events (agent_events.cpp).
+  RecentEvents recent_events_;  ///< always kept: the status endpoint's timeline
+  std::vector<JobEventSink*> event_sinks_;
+  int event_node_rank_ = 0;  ///< what record_event stamps: this node's rank as last known
+  std::optional<int> local_rank_starting_;  ///< the worker just prepared, whose pid on_spawned tells
+  std::optional<rendezvous::RoundDecision> last_round_;  ///< multi-node: the nodes of the last round
+  std::vector<std::string> nodes_said_lost_;  ///< ids of that round's nodes already recorded lost
+  std::string restart_reason_;  ///< multi-node: why the last round ended (a failure), for the restart event
 };
 
 }  // namespace ddprun::launcher
