@@ -19,6 +19,9 @@
 ///
 /// `--step-delay-ms N` (default 0) sleeps N ms after each step's all-reduce (not in the one-process
 /// replay), so that a run lasts several seconds without burning CPU: tests kill nodes mid-run.
+/// `--stall-rank R` (default -1: none) makes rank R sleep `--stall-seconds S` (default 3600) in its
+/// first step, before the all-reduce, so that the other ranks wait inside it: a hang, for tests of
+/// ddprun's --hang-timeout (the stall happens in `stall`, a function of its own, so stacks name it).
 ///
 /// Output (rank 0): `final_loss=<mean squared error over the data set> max_rel_diff=<...>`; exit
 /// status 0 when within the tolerance, 1 when not (every rank checks), 2 on a usage error.
@@ -37,6 +40,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "ddprun/identity.hpp"
@@ -55,7 +59,13 @@ struct Settings {
   double learning_rate = 0.1;
   std::uint64_t seed = 20240601;
   std::int64_t step_delay_ms = 0;  // a pause after each step's all-reduce, to make a run last
+  int stall_rank = -1;              // this rank sleeps stall_seconds before its first all-reduce
+  std::int64_t stall_seconds = 3600;
 };
+
+/// A rank that stops taking part: sleeps, while the others wait for it in the all-reduce. Not
+/// inlined, so that a stack shows where the rank stands.
+[[gnu::noinline]] void stall(std::int64_t seconds) { std::this_thread::sleep_for(std::chrono::seconds(seconds)); }
 
 /// y = x . true_weights + true_bias + noise, rows of `features` values.
 struct DataSet {
@@ -172,12 +182,14 @@ Settings parse(int argc, char** argv) {
     else if (flag == "--lr") settings.learning_rate = std::stod(value);
     else if (flag == "--seed") settings.seed = std::stoull(value);
     else if (flag == "--step-delay-ms") settings.step_delay_ms = std::stoll(value);
+    else if (flag == "--stall-rank") settings.stall_rank = std::stoi(value);
+    else if (flag == "--stall-seconds") settings.stall_seconds = std::stoll(value);
     else throw std::invalid_argument("unknown flag " + std::string(flag));
   }
   if (settings.samples <= 0 || settings.features <= 0 || settings.global_batch <= 0 || settings.epochs < 0 ||
-      settings.step_delay_ms < 0) {
-    throw std::invalid_argument(
-        "--samples, --features and --global-batch must be positive, --epochs and --step-delay-ms >= 0");
+      settings.step_delay_ms < 0 || settings.stall_seconds < 0) {
+    throw std::invalid_argument("--samples, --features and --global-batch must be positive, --epochs, "
+                                "--step-delay-ms and --stall-seconds >= 0");
   }
   return settings;
 }
@@ -204,7 +216,8 @@ int main(int argc, char** argv) {
     check_partition(settings, identity.world_size);
   } catch (const std::exception& error) {
     std::fprintf(stderr, "plain_sgd: %s\nusage: plain_sgd [--samples N] [--features D] [--global-batch B] "
-                         "[--epochs E] [--lr RATE] [--seed S] [--step-delay-ms N]\n", error.what());
+                         "[--epochs E] [--lr RATE] [--seed S] [--step-delay-ms N] [--stall-rank R] "
+                         "[--stall-seconds S]\n", error.what());
     return 2;
   }
   try {
@@ -215,7 +228,9 @@ int main(int argc, char** argv) {
     options.backend = ddprun::Backend::gloo;  // host memory
     auto group = ddprun::ProcessGroup::create(identity, options);
     ddprun::DistributedSampler sampler(settings.samples, group->size(), group->rank(), sampling);
+    bool stalled = false;
     std::vector<double> weights = train(settings, data, sampler, [&](std::vector<double>& sums) {
+      if (group->rank() == settings.stall_rank && !std::exchange(stalled, true)) stall(settings.stall_seconds);
       group->all_reduce(ddprun::buffer_of(sums.data(), sums.size()), ddprun::ReduceOp::sum);
       if (settings.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(settings.step_delay_ms));
     });
