@@ -1,0 +1,39 @@
+#pragma once
+/// The straggler rule: a rank whose step rate stays below `ratio` (70 %) of the median rate of the
+/// reporting ranks for `persistence` samples in a row is a straggler, until its rate is back at or
+/// above that line. One slow sample (a checkpoint, a stall of a second) names nobody: the rates are
+/// already taken over a window (rate_window.hpp), and the rule asks for that window to stay low.
+///
+/// Only ranks that report progress count. With fewer than `min_ranks` of them there is no "the
+/// others" to be slower than, and nobody is named; nor while the median itself is zero (everyone
+/// stopped: that is a hang, not a straggler). Pure: the monitor feeds it each sample's rates.
+#include <cstddef>
+#include <optional>
+#include <vector>
+
+namespace ddprun::launcher {
+
+struct StragglerSettings {
+  double ratio = 0.7;
+  std::size_t min_ranks = 3;
+  int persistence = 5;  ///< samples in a row below the line
+};
+
+/// The median of `values` (the mean of the middle two for an even count); 0 for none.
+double median_of(std::vector<double> values);
+
+class StragglerRule {
+ public:
+  explicit StragglerRule(StragglerSettings settings = {}) : settings_(settings) {}
+
+  /// One sample: each rank's step rate over the window (by position; nothing = not reporting, or
+  /// no rate yet). Returns whether each rank is a straggler now. A change in the number of ranks
+  /// (a new attempt) starts over.
+  std::vector<bool> update(const std::vector<std::optional<double>>& rates);
+
+ private:
+  StragglerSettings settings_;
+  std::vector<int> below_;  ///< samples in a row below the line, per rank
+};
+
+}  // namespace ddprun::launcher
