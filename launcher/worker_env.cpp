@@ -2,6 +2,12 @@
 
 namespace ddprun::launcher {
 
+std::string python_path_with(const std::string& dir, const std::optional<std::string>& current) {
+  if (!current || current->empty()) return dir;
+  if (*current == dir || current->rfind(dir + ":", 0) == 0) return *current;
+  return dir + ":" + *current;
+}
+
 bool defaults_omp_num_threads(const Environ& base, int local_world_size) {
   return local_world_size > 1 && !base.contains("OMP_NUM_THREADS");
 }
@@ -29,6 +35,11 @@ Environ build_worker_env(const Environ& base, const WorkerSpec& spec) {
   set("TORCHELASTIC_USE_AGENT_STORE", spec.use_agent_store ? "True" : "False");
   set("TORCHELASTIC_ERROR_FILE", spec.error_file);
   if (!spec.progress_file.empty()) set("DDPRUN_PROGRESS_FILE", spec.progress_file);
+  if (!spec.python_dir.empty()) set("PYTHONPATH", python_path_with(spec.python_dir, lookup(base, "PYTHONPATH")));
+  if (!spec.python_stacks_file.empty() && spec.stacks_signal > 0) {
+    set("DDPRUN_PYTHON_STACKS_FILE", spec.python_stacks_file);
+    set_int("DDPRUN_STACKS_SIGNAL", spec.stacks_signal);
+  }
   // PyTorch 2.x reads the TORCH_ name, 1.13 the old one; torchrun of each version sets its own.
   env.try_emplace("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1");
   env.try_emplace("NCCL_ASYNC_ERROR_HANDLING", "1");

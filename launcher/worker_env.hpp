@@ -1,6 +1,9 @@
 #pragma once
 /// The environment of one worker: the launcher's own, plus the torchrun variables of the contract's
 /// section 2. Pure: a function of values, tested without processes.
+#include <optional>
+#include <string>
+
 #include "launcher/environ.hpp"
 #include "launcher/worker_spec.hpp"
 
@@ -8,8 +11,17 @@ namespace ddprun::launcher {
 
 /// `base` plus RANK, LOCAL_RANK, ..., TORCHELASTIC_*, MASTER_ADDR/PORT for `spec`. Variables the
 /// contract marks "unless already set" (OMP_NUM_THREADS, TORCH_NCCL_ASYNC_ERROR_HANDLING) keep the
-/// user's value.
+/// user's value. With spec.python_dir, PYTHONPATH is that folder then the user's PYTHONPATH as it
+/// was (python_path_with), for every worker: a worker that is not Python ignores it, and a Python
+/// one started by a wrapper gets it too; DDPRUN_PYTHON_STACKS_FILE and DDPRUN_STACKS_SIGNAL tell
+/// ddprun's sitecustomize where to dump stacks.
 Environ build_worker_env(const Environ& base, const WorkerSpec& spec);
+
+/// PYTHONPATH with `dir` first: `dir` alone when `current` is unset or empty (an empty PYTHONPATH
+/// adds nothing, while a trailing ':' would add the current folder), else "dir:current", unchanged
+/// past `dir` (so the user's entries keep their order and meaning); `current` already starting with
+/// "dir:" (a ddprun inside a ddprun job) stays as it is.
+std::string python_path_with(const std::string& dir, const std::optional<std::string>& current);
 
 /// True when ddprun sets OMP_NUM_THREADS=1 for the workers and so owes the user one warning.
 bool defaults_omp_num_threads(const Environ& base, int local_world_size);

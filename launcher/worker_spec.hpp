@@ -32,6 +32,10 @@ struct WorkerSpec {
   bool use_agent_store = false;
   std::string error_file;
   std::string progress_file;  ///< DDPRUN_PROGRESS_FILE: where ddprun::progress::report writes
+  /// Put first on PYTHONPATH: ddprun's Python modules (python/: sitecustomize, ddprun_progress); empty: none.
+  std::string python_dir;
+  std::string python_stacks_file;  ///< DDPRUN_PYTHON_STACKS_FILE: where its faulthandler writes (sitecustomize)
+  int stacks_signal = 0;           ///< DDPRUN_STACKS_SIGNAL: the signal it registers for; 0: none
   std::optional<std::string> cuda_visible_devices;  ///< nothing = inherit the launcher's
   std::string executable;                           ///< absolute path
   std::vector<std::string> argv;                    ///< `${local_rank}` already substituted
