@@ -27,6 +27,9 @@
 
 #include "rendezvous/store_error.hpp"
 #include "rendezvous/store_server.hpp"
+#include "tests/support/free_port.hpp"
+#include "tests/support/loopback_store.hpp"
+#include "tests/support/spawn_task.hpp"
 #include "torch_store_server.hpp"
 
 namespace ddprun::rendezvous {
@@ -35,19 +38,14 @@ namespace {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 using Clock = std::chrono::steady_clock;
+using ddprun::testing::free_port;
+using ddprun::testing::run_until;
+using ddprun::testing::spawn;
+using ddprun::testing::start_loopback_store;
 using namespace std::chrono_literals;
 
 /// Generous bound on anything that must not hang; never a timing assertion.
 constexpr auto kNoHang = 20s;
-
-std::unique_ptr<StoreServer> start_server() {
-  StoreServerOptions options;
-  options.host = "127.0.0.1";
-  options.port = 0;
-  auto server = std::make_unique<StoreServer>(options);
-  server->start();
-  return server;
-}
 
 StoreClientOptions options_for(int port) {
   StoreClientOptions options;
@@ -58,45 +56,27 @@ StoreClientOptions options_for(int port) {
   return options;
 }
 
-/// A port nothing listens on (bound, read back, released).
-int free_port() {
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
-  return acceptor.local_endpoint().port();
-}
-
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 /// Runs `task` on `io` until it completes (other work on the loop runs meanwhile) and returns its
 /// result, rethrowing what it threw. Fails the test instead of hanging.
 template <class T>
 T run(asio::io_context& io, Task<T> task) {
-  std::exception_ptr error;
-  std::optional<T> value;
-  bool done = false;
-  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T result) {
-    error = e;
-    if (!e) value.emplace(std::move(result));
-    done = true;
-  });
-  io.restart();
-  const auto give_up = Clock::now() + kNoHang;
-  while (!done && Clock::now() < give_up) io.run_one_for(100ms);
-  if (!done) throw std::runtime_error("the task hung");
-  if (error) std::rethrow_exception(error);
-  return std::move(*value);
+  return ddprun::testing::run_to_completion(io, std::move(task), kNoHang);
 }
 
-void run(asio::io_context& io, Task<void> task) {
-  auto wrapped = [](Task<void> inner) -> Task<bool> {
-    co_await std::move(inner);
-    co_return true;
-  };
-  run(io, wrapped(std::move(task)));
+/// Calls `action` on the loop `delay` from now, unless the returned timer is gone by then.
+std::unique_ptr<asio::steady_timer> after(asio::io_context& io, Clock::duration delay, std::function<void()> action) {
+  auto timer = std::make_unique<asio::steady_timer>(io, delay);
+  timer->async_wait([action = std::move(action)](const boost::system::error_code& ec) {
+    if (!ec) action();
+  });
+  return timer;
 }
 
 /// What `task` threw ("(no exception)" when it did not).
-std::string what_of(asio::io_context& io, Task<void> task) {
+template <class T>
+std::string what_of(asio::io_context& io, Task<T> task) {
   try {
     run(io, std::move(task));
   } catch (const std::exception& e) {
@@ -185,7 +165,7 @@ class Ticker {
 
 class AsyncStoreClientTest : public ::testing::Test {
  protected:
-  std::unique_ptr<StoreServer> server = start_server();
+  std::unique_ptr<StoreServer> server = start_loopback_store();
   asio::io_context io;
   AsyncStoreClient client{io.get_executor(), options_for(server->port())};
   std::string address = "127.0.0.1:" + std::to_string(server->port());
@@ -233,38 +213,26 @@ TEST_F(AsyncStoreClientTest, TwoClientsOnOneLoopOneBlockedInAWaitTheOtherWorking
   AsyncStoreClient setter(io.get_executor(), options_for(server->port()));
   Ticker ticker(io);
   std::vector<std::string> events;
-  bool waiter_done = false;
-  bool setter_done = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Task<void> {
-        // (A braced list inside a co_await expression trips g++ 12: "array used as initializer".)
-        const std::vector<std::string> keys = {"go"};
-        co_await client.wait(keys, kNoHang);
-        events.push_back("woken");
-        co_return;
-      },
-      [&](std::exception_ptr e) {
-        EXPECT_FALSE(e) << "the waiter failed";
-        waiter_done = true;
-      });
-  asio::co_spawn(
-      io,
-      [&]() -> Task<void> {
-        for (int i = 0; i < 50; ++i) co_await setter.add("n", 1);
-        events.push_back("added 50 while the other waited");
-        asio::steady_timer pause(io, 200ms);
-        co_await pause.async_wait(asio::use_awaitable);
-        co_await setter.set("go", "1");
-        events.push_back("set go");
-      },
-      [&](std::exception_ptr e) {
-        EXPECT_FALSE(e) << "the setter failed";
-        setter_done = true;
-      });
-  const auto give_up = Clock::now() + kNoHang;
-  while (!(waiter_done && setter_done) && Clock::now() < give_up) io.run_one_for(100ms);
-  ASSERT_TRUE(waiter_done && setter_done);
+  // (Named lambdas: a coroutine lambda's captures live in the lambda, which must outlive it.)
+  auto wait_for_go = [&]() -> Task<void> {
+    // (A braced list inside a co_await expression trips g++ 12: "array used as initializer".)
+    const std::vector<std::string> keys = {"go"};
+    co_await client.wait(keys, kNoHang);
+    events.push_back("woken");
+  };
+  auto work_then_set_go = [&]() -> Task<void> {
+    for (int i = 0; i < 50; ++i) co_await setter.add("n", 1);
+    events.push_back("added 50 while the other waited");
+    asio::steady_timer pause(io, 200ms);
+    co_await pause.async_wait(asio::use_awaitable);
+    co_await setter.set("go", "1");
+    events.push_back("set go");
+  };
+  auto waiter = spawn(io, wait_for_go());
+  auto working = spawn(io, work_then_set_go());
+  ASSERT_TRUE(run_until(io, [&] { return waiter->done && working->done; }, kNoHang));
+  EXPECT_EQ(waiter->error_message(), "") << "the waiter failed";
+  EXPECT_EQ(working->error_message(), "") << "the setter failed";
   ASSERT_EQ(events.size(), 3u);
   EXPECT_EQ(events[0], "added 50 while the other waited");
   EXPECT_EQ(run(io, client.add("n", 0)), 50);
@@ -272,26 +240,16 @@ TEST_F(AsyncStoreClientTest, TwoClientsOnOneLoopOneBlockedInAWaitTheOtherWorking
 }
 
 TEST_F(AsyncStoreClientTest, ASecondCallWhileOneIsPendingIsALogicError) {
-  std::string second;
-  bool first_done = false;
-  asio::co_spawn(
-      io, client.wait({"never"}, 300ms),
-      [&](std::exception_ptr) { first_done = true; });
-  asio::co_spawn(
-      io,
-      [&]() -> Task<void> {
-        asio::steady_timer pause(io, 50ms);
-        co_await pause.async_wait(asio::use_awaitable);
-        try {
-          co_await client.set("k", "v");
-        } catch (const std::logic_error& e) {
-          second = e.what();
-        }
-      },
-      asio::detached);
-  const auto give_up = Clock::now() + kNoHang;
-  while (!first_done && Clock::now() < give_up) io.run_one_for(100ms);
-  EXPECT_TRUE(contains(second, "one operation at a time")) << second;
+  auto first = spawn(io, client.wait({"never"}, 300ms));
+  auto set_meanwhile = [&]() -> Task<void> {
+    asio::steady_timer pause(io, 50ms);
+    co_await pause.async_wait(asio::use_awaitable);
+    co_await client.set("k", "v");
+  };
+  auto second = spawn(io, set_meanwhile());
+  ASSERT_TRUE(run_until(io, [&] { return first->done && second->done; }, kNoHang));
+  EXPECT_THROW(second->get(), std::logic_error);
+  EXPECT_TRUE(contains(second->error_message(), "one operation at a time")) << second->error_message();
   run(io, client.set("k", "v"));  // the client is fine afterwards
   EXPECT_EQ(run(io, client.get("k", 1s)), "v");
 }
@@ -314,49 +272,23 @@ TEST_F(AsyncStoreClientTest, IdleClientLeavesNoWorkOnTheLoop) {
 }
 
 TEST_F(AsyncStoreClientTest, CancelDuringAWaitEndsItAtOnceAndEveryLaterCall) {
-  std::string message;
-  bool done = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Task<void> {
-        try {
-          const std::vector<std::string> keys = {"never"};
-          co_await client.wait(keys, 120s);
-        } catch (const StoreError& e) {
-          message = e.what();
-        }
-      },
-      [&](std::exception_ptr) { done = true; });
-  asio::steady_timer later(io, 200ms);
-  later.async_wait([&](const boost::system::error_code&) { client.cancel(); });
+  auto waiting = spawn(io, client.wait({"never"}, 120s));
+  auto cancel = after(io, 200ms, [&] { client.cancel(); });
   const auto started = Clock::now();
-  while (!done && Clock::now() - started < kNoHang) io.run_one_for(100ms);
-  ASSERT_TRUE(done);
+  ASSERT_TRUE(run_until(io, [&] { return waiting->done; }, kNoHang));
   EXPECT_LT(Clock::now() - started, 10s);
-  EXPECT_EQ(message, "store " + address + ": WAIT for \"/never\" failed: interrupted");
+  EXPECT_THROW(waiting->get(), StoreError);
+  EXPECT_EQ(waiting->error_message(), "store " + address + ": WAIT for \"/never\" failed: interrupted");
   EXPECT_EQ(what_of(io, client.set("k", "v")), "store " + address + ": interrupted");
 }
 
 TEST_F(AsyncStoreClientTest, DestroyingTheClientWithAnOperationPendingEndsIt) {
   auto doomed = std::make_unique<AsyncStoreClient>(io.get_executor(), options_for(server->port()));
-  std::string message;
-  bool done = false;
-  asio::co_spawn(
-      io,
-      [&, task = doomed->wait({"never"}, 120s)]() mutable -> Task<void> {
-        try {
-          co_await std::move(task);
-        } catch (const StoreError& e) {
-          message = e.what();
-        }
-      },
-      [&](std::exception_ptr) { done = true; });
-  asio::steady_timer later(io, 200ms);
-  later.async_wait([&](const boost::system::error_code&) { doomed.reset(); });
-  const auto started = Clock::now();
-  while (!done && Clock::now() - started < kNoHang) io.run_one_for(100ms);
-  ASSERT_TRUE(done);
-  EXPECT_TRUE(contains(message, "interrupted")) << message;
+  auto waiting = spawn(io, doomed->wait({"never"}, 120s));
+  auto destroy = after(io, 200ms, [&] { doomed.reset(); });
+  ASSERT_TRUE(run_until(io, [&] { return waiting->done; }, kNoHang));
+  EXPECT_THROW(waiting->get(), StoreError);
+  EXPECT_TRUE(contains(waiting->error_message(), "interrupted")) << waiting->error_message();
 }
 
 TEST(AsyncStoreClient, CancelDuringTheConnectRetry) {
@@ -365,25 +297,13 @@ TEST(AsyncStoreClient, CancelDuringTheConnectRetry) {
   StoreClientOptions options = options_for(port);
   options.connect_timeout = 60s;
   AsyncStoreClient client(io.get_executor(), options);
-  std::string message;
-  bool done = false;
-  asio::co_spawn(
-      io,
-      [&]() -> Task<void> {
-        try {
-          co_await client.set("k", "v");
-        } catch (const StoreError& e) {
-          message = e.what();
-        }
-      },
-      [&](std::exception_ptr) { done = true; });
-  asio::steady_timer later(io, 300ms);
-  later.async_wait([&](const boost::system::error_code&) { client.cancel(); });
+  auto setting = spawn(io, client.set("k", "v"));
+  auto cancel = after(io, 300ms, [&] { client.cancel(); });
   const auto started = Clock::now();
-  while (!done && Clock::now() - started < kNoHang) io.run_one_for(100ms);
-  ASSERT_TRUE(done);
+  ASSERT_TRUE(run_until(io, [&] { return setting->done; }, kNoHang));
   EXPECT_LT(Clock::now() - started, 10s) << "the retry went on after cancel()";
-  EXPECT_EQ(message, "store 127.0.0.1:" + std::to_string(port) + ": interrupted");
+  EXPECT_THROW(setting->get(), StoreError);
+  EXPECT_EQ(setting->error_message(), "store 127.0.0.1:" + std::to_string(port) + ": interrupted");
 }
 
 TEST(AsyncStoreClient, ConnectRetriesUntilTheStoreListensWithoutBlockingTheLoop) {
@@ -416,7 +336,7 @@ TEST(AsyncStoreClient, UnreachableStoreNamesTheAddressWithinTheConnectTimeout) {
 }
 
 TEST(AsyncStoreClient, HostNamesAreResolvedOffTheLoop) {
-  auto server = start_server();
+  auto server = start_loopback_store();
   asio::io_context io;
   StoreClientOptions options = options_for(server->port());
   options.host = "localhost";
@@ -426,13 +346,9 @@ TEST(AsyncStoreClient, HostNamesAreResolvedOffTheLoop) {
 }
 
 TEST(AsyncStoreClient, TokenAuthentication) {
-  StoreServerOptions server_options;
-  server_options.host = "127.0.0.1";
-  server_options.token = "s3cret";
-  StoreServer server(server_options);
-  server.start();
+  auto server = start_loopback_store("s3cret");
   asio::io_context io;
-  StoreClientOptions options = options_for(server.port());
+  StoreClientOptions options = options_for(server->port());
   options.token = "s3cret";
   AsyncStoreClient good(io.get_executor(), options);
   run(io, good.set("k", "v"));
@@ -456,18 +372,14 @@ struct MuteFixture {
     client.emplace(io.get_executor(), options);
   }
   /// What `task` threw, checking that it ended soon and the loop ticked meanwhile.
-  std::string outcome(Task<void> task) {
+  template <class T>
+  std::string outcome(Task<T> task) {
     Ticker ticker(io);
     const auto started = Clock::now();
     std::string message = what_of(io, std::move(task));
     EXPECT_LT(Clock::now() - started, 5s) << message;
     EXPECT_GE(ticker.ticks(), 5) << message;
     return message;
-  }
-  template <class T>
-  std::string outcome(Task<T> task) {
-    auto dropped = [](Task<T> inner) -> Task<void> { co_await std::move(inner); };
-    return outcome(dropped(std::move(task)));
   }
 
   asio::io_context io;

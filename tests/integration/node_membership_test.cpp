@@ -17,6 +17,9 @@
 
 #include "rendezvous/store_server.hpp"
 #include "tests/support/free_port.hpp"
+#include "tests/support/loopback_store.hpp"
+#include "tests/support/round_fixtures.hpp"
+#include "tests/support/spawn_task.hpp"
 
 using namespace ddprun::rendezvous;
 using namespace std::chrono_literals;
@@ -41,19 +44,9 @@ std::size_t thread_count() {
 
 class Membership : public ::testing::Test {
  protected:
-  void SetUp() override {
-    StoreServerOptions options;
-    options.host = "127.0.0.1";
-    server_ = std::make_unique<StoreServer>(options);
-    server_->start();
-  }
-
+  /// With a fast keep-alive, so that a silent node is lost within a second or so.
   RendezvousSettings static_job(int nnodes) const {
-    RendezvousSettings settings;
-    settings.run_id = "job";
-    settings.is_static = true;
-    settings.min_nodes = nnodes;
-    settings.max_nodes = nnodes;
+    RendezvousSettings settings = ddprun::testing::static_job(nnodes);
     settings.timeout = 30s;
     settings.keep_alive_interval = 100ms;
     settings.heartbeat_timeout = 2s;
@@ -63,12 +56,7 @@ class Membership : public ::testing::Test {
 
   /// A node whose agent answers probes (a listening socket on this loop) unless `probe_port` is given.
   NodeInfo node(const std::string& id, int static_rank, int probe_port = 0) {
-    NodeInfo info;
-    info.id = id;
-    info.host_name = "host-" + id;
-    info.addr = "127.0.0.1";
-    info.nproc = 1;
-    info.static_rank = static_rank;
+    NodeInfo info = ddprun::testing::node(id, 1, static_rank);
     if (probe_port == 0) {
       probes_.push_back(std::make_unique<tcp::acceptor>(io_, tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0)));
       probe_port = probes_.back()->local_endpoint().port();
@@ -89,12 +77,7 @@ class Membership : public ::testing::Test {
 
   /// Runs the loop until `done` holds, at most `bound`; returns whether it held.
   bool run_until(const std::function<bool()>& done, std::chrono::milliseconds bound = 20s) {
-    const auto end = std::chrono::steady_clock::now() + bound;
-    while (!done() && std::chrono::steady_clock::now() < end) {
-      io_.restart();
-      io_.run_for(10ms);
-    }
-    return done();
+    return ddprun::testing::run_until(io_, done, bound);
   }
 
   /// Two nodes of a static job that formed their round and watch it.
@@ -112,7 +95,7 @@ class Membership : public ::testing::Test {
 
   boost::asio::io_context io_;
   std::vector<std::unique_ptr<tcp::acceptor>> probes_;
-  std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<StoreServer> server_ = ddprun::testing::start_loopback_store();
 };
 
 TEST_F(Membership, TwoNodesFormARoundAndFinishItOnTheLoopAlone) {

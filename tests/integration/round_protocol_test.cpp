@@ -14,9 +14,15 @@
 #include "rendezvous/round_protocol.hpp"
 #include "rendezvous/store_client.hpp"
 #include "rendezvous/store_server.hpp"
+#include "tests/support/loopback_store.hpp"
+#include "tests/support/round_fixtures.hpp"
 #include "tests/support/spawn_task.hpp"
 
 using namespace ddprun::rendezvous;
+using ddprun::testing::dynamic_job;
+using ddprun::testing::ids_of;
+using ddprun::testing::node;
+using ddprun::testing::static_job;
 using namespace std::chrono_literals;
 
 namespace {
@@ -39,13 +45,6 @@ class Connection {
 
 class RoundProtocolTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    StoreServerOptions options;
-    options.host = "127.0.0.1";
-    server_ = std::make_unique<StoreServer>(options);
-    server_->start();
-  }
-
   StoreClientOptions client_options() const {
     StoreClientOptions options;
     options.host = "127.0.0.1";
@@ -57,33 +56,6 @@ class RoundProtocolTest : public ::testing::Test {
   std::unique_ptr<StoreClient> client() { return std::make_unique<StoreClient>(client_options()); }
   /// A node's connection, for the protocol.
   std::unique_ptr<Connection> connection() { return std::make_unique<Connection>(client_options()); }
-
-  RendezvousSettings dynamic(int min, int max) const {
-    RendezvousSettings settings;
-    settings.run_id = "job";
-    settings.min_nodes = min;
-    settings.max_nodes = max;
-    settings.join_timeout = 20s;
-    settings.last_call_timeout = 300ms;
-    return settings;
-  }
-
-  RendezvousSettings static_job(int nnodes) const {
-    RendezvousSettings settings = dynamic(nnodes, nnodes);
-    settings.is_static = true;
-    settings.timeout = 20s;  // a static node's join deadline
-    return settings;
-  }
-
-  static NodeInfo node(const std::string& id, int nproc = 1, int static_rank = -1) {
-    NodeInfo info;
-    info.id = id;
-    info.host_name = "host-" + id;
-    info.addr = "127.0.0.1";
-    info.nproc = nproc;
-    info.static_rank = static_rank;
-    return info;
-  }
 
   /// Each node joins from its own thread and connection; returns the decisions in `nodes` order.
   std::vector<RoundDecision> join_all(const RendezvousSettings& settings, const std::vector<NodeInfo>& nodes) {
@@ -101,18 +73,11 @@ class RoundProtocolTest : public ::testing::Test {
     return decisions;
   }
 
-  std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<StoreServer> server_ = ddprun::testing::start_loopback_store();
 };
 
-std::vector<std::string> ids_of(const RoundDecision& decision) {
-  std::vector<std::string> ids;
-  for (const auto& n : decision.nodes) ids.push_back(n.id);
-  return ids;
-}
-
 TEST_F(RoundProtocolTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
-  RendezvousSettings settings = dynamic(3, 3);
-  settings.is_static = true;
+  RendezvousSettings settings = static_job(3);
   auto decisions = join_all(settings, {node("c", 2, 2), node("a", 1, 0), node("b", 3, 1)});
   for (const auto& decision : decisions) {
     EXPECT_EQ(encode_decision(decision), encode_decision(decisions.front()));
@@ -202,22 +167,8 @@ TEST_F(RoundProtocolTest, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAnd
 TEST_F(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoeverCameFirst) {
   // The node that records the shape fixes it: the message names it and the disagreeing node, both
   // values, and reaches the nodes that already wait in the round.
-  struct Case {
-    const char* what;
-    int first_nnodes;
-    int second_nnodes;
-    std::string expected;
-  };
-  const std::vector<Case> cases = {
-      {"the disagreeing node second", 2, 3,
-       "node rank 1 on host-b (127.0.0.1) says --nnodes=3, but this job was started with --nnodes=2 by node rank 0 "
-       "on host-a (127.0.0.1): start every node of a job with the same --nnodes"},
-      {"the disagreeing node first", 3, 2,
-       "node rank 1 on host-b (127.0.0.1) says --nnodes=2, but this job was started with --nnodes=3 by node rank 0 "
-       "on host-a (127.0.0.1): start every node of a job with the same --nnodes"},
-  };
   int job = 0;
-  for (const auto& c : cases) {
+  for (const auto& c : ddprun::testing::static_shape_conflicts()) {
     SCOPED_TRACE(c.what);
     RendezvousSettings first = static_job(c.first_nnodes);
     first.run_id = "shape" + std::to_string(job++);
@@ -246,10 +197,10 @@ TEST_F(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoe
 }
 
 TEST_F(RoundProtocolTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) {
-  auto full = join_all(dynamic(2, 3), {node("a"), node("b"), node("c")});
+  auto full = join_all(dynamic_job(2, 3), {node("a"), node("b"), node("c")});
   EXPECT_EQ(full.front().nodes.size(), 3U);
 
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   settings.run_id = "partial";
   auto start = std::chrono::steady_clock::now();
   auto partial = join_all(settings, {node("a"), node("b")});
@@ -259,7 +210,7 @@ TEST_F(RoundProtocolTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) 
 }
 
 TEST_F(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLastCall) {
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   auto first = join_all(settings, {node("a"), node("b"), node("c")}).front();
   const NodeInfo& lost = first.nodes.at(1);
   auto node = connection();
@@ -286,7 +237,7 @@ TEST_F(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLa
 }
 
 TEST_F(RoundProtocolTest, AFailureCountsARestartForTheNextRound) {
-  RendezvousSettings settings = dynamic(2, 2);
+  RendezvousSettings settings = dynamic_job(2, 2);
   auto first = join_all(settings, {node("a"), node("b")}).front();
   auto a = connection();
   a->run(RoundProtocol(a->store(), settings).end_round(first.round, RoundEnd{EndKind::failure, "a", "rank 0 failed"}));
@@ -296,7 +247,7 @@ TEST_F(RoundProtocolTest, AFailureCountsARestartForTheNextRound) {
 }
 
 TEST_F(RoundProtocolTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludesIt) {
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   auto first = join_all(settings, {node("a"), node("b")}).front();
   ASSERT_EQ(first.nodes.size(), 2U);
 
@@ -318,7 +269,7 @@ TEST_F(RoundProtocolTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludes
 }
 
 TEST_F(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   auto decisions = join_all(settings, {node("a"), node("b")});
   auto store = client();
   auto a = connection();
@@ -337,7 +288,7 @@ TEST_F(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
 }
 
 TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
-  RendezvousSettings settings = dynamic(3, 3);
+  RendezvousSettings settings = dynamic_job(3, 3);
   settings.join_timeout = 500ms;
   auto alone = connection();
   RoundProtocol protocol(alone->store(), settings);
@@ -360,12 +311,12 @@ TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
     RoundProtocol protocol(n->store(), settings);
     n->run(protocol.check_job(self));
   };
-  check(dynamic(2, 4), node("a"));
-  check(dynamic(2, 4), node("b"));
-  EXPECT_EQ(rendezvous_error_of([&] { check(dynamic(2, 3), node("c")); }),
+  check(dynamic_job(2, 4), node("a"));
+  check(dynamic_job(2, 4), node("b"));
+  EXPECT_EQ(rendezvous_error_of([&] { check(dynamic_job(2, 3), node("c")); }),
             "node host-c (127.0.0.1) says --nnodes=2:3, but this job was started with --nnodes=2:4 by node host-a "
             "(127.0.0.1): start every node of a job with the same --nnodes");
-  RendezvousSettings restarts = dynamic(2, 4);
+  RendezvousSettings restarts = dynamic_job(2, 4);
   restarts.max_restarts = 3;
   EXPECT_EQ(rendezvous_error_of([&] { check(restarts, node("d")); }),
             "node host-d (127.0.0.1) says --max-restarts=3, but this job was started with --max-restarts=0 by node "
@@ -373,7 +324,7 @@ TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
 
   store->set(kHostedRunIdKey, "other");
   try {
-    check(dynamic(2, 4), node("a"));
+    check(dynamic_job(2, 4), node("a"));
     FAIL() << "joined the store of job 'other'";
   } catch (const RendezvousError& error) {
     EXPECT_NE(std::string(error.what()).find("'other', not 'job'"), std::string::npos) << error.what();
@@ -382,14 +333,14 @@ TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
 
 TEST_F(RoundProtocolTest, AC10dNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
   // c10d rounds can form without it: only the disagreeing node fails.
-  RendezvousSettings settings = dynamic(2, 2);
+  RendezvousSettings settings = dynamic_job(2, 2);
   auto n = connection();
   {
     RoundProtocol a(n->store(), settings);
     n->run(a.check_job(node("a")));
   }
   EXPECT_NE(rendezvous_error_of([&] {
-              RoundProtocol x(n->store(), dynamic(2, 3));
+              RoundProtocol x(n->store(), dynamic_job(2, 3));
               n->run(x.check_job(node("x")));
             }),
             "");
@@ -400,7 +351,7 @@ TEST_F(RoundProtocolTest, AC10dNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
 TEST_F(RoundProtocolTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
   auto store = client();
   auto n = connection();
-  RoundProtocol protocol(n->store(), dynamic(1, 1));
+  RoundProtocol protocol(n->store(), dynamic_job(1, 1));
   n->run(protocol.beat("a", 7));
   store->set(protocol.keys().heartbeat("b"), "not a number");
   // read_beats WAITs for the keys (join() creates them); give "c" one so the read ends.

@@ -1,32 +1,35 @@
 #pragma once
 /// Tests of coroutines (rendezvous::Task): spawn one on an io_context and look at its outcome when
-/// it has one, or run one to completion from a plain thread (a test's node, a benchmark's agent).
+/// it has one, or run one to completion from a plain thread (a test's node), bounded so that a
+/// test fails instead of hanging.
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without including it
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <chrono>
 #include <exception>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
 #include "rendezvous/store.hpp"
 
 namespace ddprun::testing {
 
-/// What a spawned coroutine ended with, once `done`.
-template <class T>
-struct Spawned {
+/// A generous bound on anything that must not hang; never a timing assertion.
+inline constexpr std::chrono::milliseconds kNoHang{std::chrono::seconds(60)};
+
+/// How a spawned coroutine ended, once `done` (what does not depend on its value).
+struct SpawnedOutcome {
   bool done = false;
-  std::optional<T> value;
   std::exception_ptr error;
 
-  /// The value (a copy: get() may be called again), or the exception rethrown.
-  T get() const {
+  /// Throws std::logic_error before it completed, and its exception after it threw.
+  void rethrow() const {
     if (!done) throw std::logic_error("the coroutine has not completed");
     if (error) std::rethrow_exception(error);
-    return *value;
   }
   /// The exception's what(), or "" when it completed without one.
   std::string error_message() const {
@@ -39,22 +42,20 @@ struct Spawned {
   }
 };
 
+/// What a spawned coroutine ended with, once `done`.
+template <class T>
+struct Spawned : SpawnedOutcome {
+  std::optional<T> value;
+  /// The value (a copy: get() may be called again), or the exception rethrown.
+  T get() const {
+    rethrow();
+    return *value;
+  }
+};
+
 template <>
-struct Spawned<void> {
-  bool done = false;
-  std::exception_ptr error;
-  void get() const {
-    if (!done) throw std::logic_error("the coroutine has not completed");
-    if (error) std::rethrow_exception(error);
-  }
-  std::string error_message() const {
-    if (!error) return {};
-    try {
-      std::rethrow_exception(error);
-    } catch (const std::exception& e) {
-      return e.what();
-    }
-  }
+struct Spawned<void> : SpawnedOutcome {
+  void get() const { rethrow(); }
 };
 
 /// Starts `task` on `io` (it runs when the io_context does).
@@ -76,16 +77,32 @@ std::shared_ptr<Spawned<T>> spawn(boost::asio::io_context& io, rendezvous::Task<
   return outcome;
 }
 
-/// Runs `task` on `io` until it completes (from the thread that owns `io`); returns its value or
-/// rethrows its exception. For a blocking caller of a coroutine API.
-template <class T>
-T run_to_completion(boost::asio::io_context& io, rendezvous::Task<T> task) {
-  auto outcome = spawn(io, std::move(task));
-  while (!outcome->done) {
+/// Runs `io` (all the work on it, from the thread that owns it) until `done()` holds or `bound`
+/// has passed; returns done().
+template <class Done>
+bool run_until(boost::asio::io_context& io, Done done, std::chrono::milliseconds bound = kNoHang) {
+  const auto give_up = std::chrono::steady_clock::now() + bound;
+  while (!done() && std::chrono::steady_clock::now() < give_up) {
     io.restart();
-    io.run_one();
+    io.run_one_for(std::chrono::milliseconds(100));
   }
-  return outcome->get();
+  return done();
+}
+
+/// Runs `task` on `io` until it completes (other work on `io` runs meanwhile); returns its value or
+/// rethrows its exception. Throws std::runtime_error when it has not completed within `bound`.
+template <class T>
+T run_to_completion(boost::asio::io_context& io, rendezvous::Task<T> task, std::chrono::milliseconds bound = kNoHang) {
+  auto outcome = spawn(io, std::move(task));
+  if (!run_until(io, [&] { return outcome->done; }, bound)) {
+    throw std::runtime_error("the coroutine did not complete within " + std::to_string(bound.count()) + " ms");
+  }
+  if constexpr (std::is_void_v<T>) {
+    outcome->get();
+  } else {
+    outcome->rethrow();
+    return std::move(*outcome->value);
+  }
 }
 
 }  // namespace ddprun::testing

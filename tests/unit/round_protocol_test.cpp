@@ -12,51 +12,22 @@
 #include "rendezvous/in_process_store.hpp"
 #include "rendezvous/round_close_rule.hpp"
 #include "rendezvous/store_error.hpp"
+#include "tests/support/round_fixtures.hpp"
 #include "tests/support/spawn_task.hpp"
 
 using namespace ddprun::rendezvous;
+using ddprun::testing::dynamic_job;
+using ddprun::testing::ids_of;
+using ddprun::testing::kJoinTimeout;
+using ddprun::testing::kLastCall;
+using ddprun::testing::node;
 using ddprun::testing::spawn;
 using ddprun::testing::Spawned;
+using ddprun::testing::static_job;
 using namespace std::chrono_literals;
 using std::chrono::milliseconds;
 
 namespace {
-
-constexpr milliseconds kLastCall = 300ms;
-constexpr milliseconds kJoinTimeout = 20s;
-
-NodeInfo node(const std::string& id, int nproc = 1, int static_rank = -1) {
-  NodeInfo info;
-  info.id = id;
-  info.host_name = "host-" + id;
-  info.addr = "127.0.0.1";
-  info.nproc = nproc;
-  info.static_rank = static_rank;
-  return info;
-}
-
-RendezvousSettings dynamic(int min, int max) {
-  RendezvousSettings settings;
-  settings.run_id = "job";
-  settings.min_nodes = min;
-  settings.max_nodes = max;
-  settings.join_timeout = kJoinTimeout;
-  settings.last_call_timeout = kLastCall;
-  return settings;
-}
-
-RendezvousSettings static_job(int nnodes) {
-  RendezvousSettings settings = dynamic(nnodes, nnodes);
-  settings.is_static = true;
-  settings.timeout = kJoinTimeout;  // a static node's join deadline
-  return settings;
-}
-
-std::vector<std::string> ids_of(const RoundDecision& decision) {
-  std::vector<std::string> ids;
-  for (const auto& n : decision.nodes) ids.push_back(n.id);
-  return ids;
-}
 
 Task<RoundDecision> check_and_join(RoundProtocol& protocol, NodeInfo self) {
   co_await protocol.check_job(self);
@@ -178,7 +149,7 @@ TEST_F(Rounds, C10dRoundsCloseWhenFullOrAfterTheLastCall) {
   int job = 0;
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
-    RendezvousSettings settings = dynamic(c.min, c.max);
+    RendezvousSettings settings = dynamic_job(c.min, c.max);
     settings.run_id = "c10d" + std::to_string(job++);
     std::vector<NodeInfo> nodes;
     for (int i = 0; i < c.nodes; ++i) nodes.push_back(node(std::string(1, static_cast<char>('a' + i))));
@@ -192,7 +163,7 @@ TEST_F(Rounds, C10dRoundsCloseWhenFullOrAfterTheLastCall) {
 }
 
 TEST_F(Rounds, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
-  RendezvousSettings three = dynamic(3, 3);
+  RendezvousSettings three = dynamic_job(3, 3);
   RendezvousSettings static_three = static_job(3);
   static_three.run_id = "static";
   struct Case {
@@ -222,7 +193,7 @@ TEST_F(Rounds, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
 }
 
 TEST_F(Rounds, ANodeArrivingDuringARoundWithRoomEndsItAndTheNextRoundIncludesIt) {
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   auto first = join_all(settings, {node("a"), node("b")}).front();
   ASSERT_EQ(first.nodes.size(), 2U);
 
@@ -246,7 +217,7 @@ TEST_F(Rounds, ANodeArrivingDuringARoundWithRoomEndsItAndTheNextRoundIncludesIt)
 }
 
 TEST_F(Rounds, ALateNodeWaitsForAFullRoundToEndAndJoinsTheNext) {
-  RendezvousSettings settings = dynamic(2, 2);
+  RendezvousSettings settings = dynamic_job(2, 2);
   auto first = join_all(settings, {node("a"), node("b")}).front();
   auto late = spawn(io_, protocol(settings).join(node("c")));
   run_for(10s);
@@ -262,7 +233,7 @@ TEST_F(Rounds, ALateNodeWaitsForAFullRoundToEndAndJoinsTheNext) {
 }
 
 TEST_F(Rounds, ALateNodeGivesUpWhenTheFullRoundRunsForItsWholeJoinDeadline) {
-  RendezvousSettings settings = dynamic(2, 2);
+  RendezvousSettings settings = dynamic_job(2, 2);
   join_all(settings, {node("a"), node("b")});
   const SteadyTime start = now();
   auto late = spawn(io_, protocol(settings).join(node("c")));
@@ -327,21 +298,8 @@ TEST_F(Rounds, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAndTakesItsPla
 }
 
 TEST_F(Rounds, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoeverCameFirst) {
-  struct Case {
-    const char* what;
-    int first_nnodes;
-    int second_nnodes;
-    std::string expected;
-  } cases[] = {
-      {"the disagreeing node second", 2, 3,
-       "node rank 1 on host-b (127.0.0.1) says --nnodes=3, but this job was started with --nnodes=2 by node rank 0 "
-       "on host-a (127.0.0.1): start every node of a job with the same --nnodes"},
-      {"the disagreeing node first", 3, 2,
-       "node rank 1 on host-b (127.0.0.1) says --nnodes=2, but this job was started with --nnodes=3 by node rank 0 "
-       "on host-a (127.0.0.1): start every node of a job with the same --nnodes"},
-  };
   int job = 0;
-  for (const auto& c : cases) {
+  for (const auto& c : ddprun::testing::static_shape_conflicts()) {
     SCOPED_TRACE(c.what);
     RendezvousSettings first = static_job(c.first_nnodes);
     first.run_id = "shape" + std::to_string(job++);
@@ -373,36 +331,36 @@ TEST_F(Rounds, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
     EXPECT_TRUE(checked->done);
     return checked->error_message();
   };
-  EXPECT_EQ(check(dynamic(2, 4), node("a")), "");
-  EXPECT_EQ(check(dynamic(2, 4), node("b")), "");
-  EXPECT_EQ(check(dynamic(2, 3), node("c")),
+  EXPECT_EQ(check(dynamic_job(2, 4), node("a")), "");
+  EXPECT_EQ(check(dynamic_job(2, 4), node("b")), "");
+  EXPECT_EQ(check(dynamic_job(2, 3), node("c")),
             "node host-c (127.0.0.1) says --nnodes=2:3, but this job was started with --nnodes=2:4 by node host-a "
             "(127.0.0.1): start every node of a job with the same --nnodes");
-  RendezvousSettings restarts = dynamic(2, 4);
+  RendezvousSettings restarts = dynamic_job(2, 4);
   restarts.max_restarts = 3;
   EXPECT_EQ(check(restarts, node("d")),
             "node host-d (127.0.0.1) says --max-restarts=3, but this job was started with --max-restarts=0 by node "
             "host-a (127.0.0.1): start every node of a job with the same --max-restarts");
   spawn(io_, store_.set(kHostedRunIdKey, "other"));
   settle();
-  EXPECT_EQ(check(dynamic(2, 4), node("a")),
+  EXPECT_EQ(check(dynamic_job(2, 4), node("a")),
             "the store at in-process serves job 'other', not 'job' (--rdzv-id): start every node of a job with the "
             "same --rdzv-id, and different jobs on different endpoints");
 }
 
 TEST_F(Rounds, AC10dNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
-  auto checked = spawn(io_, protocol(dynamic(2, 2)).check_job(node("a")));
-  auto other = spawn(io_, protocol(dynamic(2, 3)).check_job(node("x")));
+  auto checked = spawn(io_, protocol(dynamic_job(2, 2)).check_job(node("a")));
+  auto other = spawn(io_, protocol(dynamic_job(2, 3)).check_job(node("x")));
   settle();
   EXPECT_EQ(checked->error_message(), "");
   EXPECT_NE(other->error_message(), "");
-  auto decisions = join_all(dynamic(2, 2), {node("a"), node("b")});
+  auto decisions = join_all(dynamic_job(2, 2), {node("a"), node("b")});
   ASSERT_EQ(decisions.size(), 2U);
   EXPECT_EQ(decisions.front().nodes.size(), 2U);
 }
 
 TEST_F(Rounds, EndRoundFirstWins) {
-  RendezvousSettings settings = dynamic(2, 2);
+  RendezvousSettings settings = dynamic_job(2, 2);
   auto first = join_all(settings, {node("a"), node("b")}).front();
   const RoundEnd failure{EndKind::failure, "a", "rank 0 failed"};
   const RoundEnd lost{EndKind::lost, "b", "b stopped heart-beating"};
@@ -420,7 +378,7 @@ TEST_F(Rounds, EndRoundFirstWins) {
 }
 
 TEST_F(Rounds, WaitEndTimesOutWhileTheRoundRuns) {
-  RendezvousSettings settings = dynamic(1, 1);
+  RendezvousSettings settings = dynamic_job(1, 1);
   auto first = join_all(settings, {node("a")}).front();
   auto seen = spawn(io_, protocol(settings).wait_end(first.round, 5s));
   run_until([&] { return seen->done; });
@@ -429,7 +387,7 @@ TEST_F(Rounds, WaitEndTimesOutWhileTheRoundRuns) {
 }
 
 TEST_F(Rounds, MarkFinishedIsAnExitBarrierAndTheJobIsThenClosedToLateNodes) {
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   auto decisions = join_all(settings, {node("a"), node("b")});
   ASSERT_EQ(decisions.size(), 2U);
   RoundProtocol& p = protocol(settings);
@@ -453,7 +411,7 @@ TEST_F(Rounds, MarkFinishedIsAnExitBarrierAndTheJobIsThenClosedToLateNodes) {
 }
 
 TEST_F(Rounds, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLastCall) {
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   auto first = join_all(settings, {node("a"), node("b"), node("c")}).front();
   const NodeInfo lost = first.nodes.at(1);
   spawn(io_, protocol(settings).end_round(first.round, RoundEnd{EndKind::lost, lost.id, "lost"}));
@@ -478,7 +436,7 @@ TEST_F(Rounds, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLastCall) {
 TEST_F(Rounds, WhenTheDesignatedCloserIsDeadAnotherNodeClosesAfterTheGrace) {
   // MIN = MAX = 3: a and b join, then a node takes the last slot, writes its record and dies: it
   // was the one to close the round.
-  RendezvousSettings settings = dynamic(3, 3);
+  RendezvousSettings settings = dynamic_job(3, 3);
   auto joins = start_joins(settings, {node("a"), node("b")});
   settle();
   RoundProtocol& p = protocol(settings);
@@ -495,7 +453,7 @@ TEST_F(Rounds, WhenTheDesignatedCloserIsDeadAnotherNodeClosesAfterTheGrace) {
 
 TEST_F(Rounds, ANodeThatDiedBetweenItsSlotAndItsRecordIsLeftOut) {
   // MIN 2, MAX 3: a and b join; a third node takes the last slot and dies before writing it.
-  RendezvousSettings settings = dynamic(2, 3);
+  RendezvousSettings settings = dynamic_job(2, 3);
   settings.read_timeout = 10s;
   auto joins = start_joins(settings, {node("a"), node("b")});
   settle();
@@ -532,7 +490,7 @@ TEST_F(Rounds, AWaitingNodeReportsItsProgressEveryInterval) {
 }
 
 TEST_F(Rounds, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
-  RoundProtocol& p = protocol(dynamic(1, 1));
+  RoundProtocol& p = protocol(dynamic_job(1, 1));
   auto beats = spawn(io_, [](RoundProtocol& protocol, Store& store) -> Task<std::vector<std::int64_t>> {
     co_await protocol.beat("a", 7);
     co_await store.set(protocol.keys().heartbeat("b"), "not a number");
