@@ -3,63 +3,21 @@
 // bytes (left alone), and every malformed reply (invalid, with the message a client shows).
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
-
 #include "rendezvous/wire.hpp"
-
-namespace {
-
-// Counts heap bytes so a test can show that a claimed length does not become an allocation.
-std::atomic<std::size_t> g_allocated{0};
-
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocated.fetch_add(size, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-// g++ cannot see that this operator new is malloc and warns about the free below.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-#pragma GCC diagnostic pop
+#include "tests/unit/counting_new.hpp"
+#include "tests/unit/wire_bytes.hpp"
 
 namespace ddprun::rendezvous::wire {
 namespace {
 
-using Bytes = std::vector<std::uint8_t>;
-
-Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
-
-std::string u8(std::uint8_t n) {
-  std::string out;
-  put_u8(out, n);
-  return out;
-}
-std::string u32(std::uint32_t n) {
-  std::string out;
-  put_u32(out, n);
-  return out;
-}
-std::string i64(std::int64_t n) {
-  std::string out;
-  put_i64(out, n);
-  return out;
-}
-std::string u64(std::uint64_t n) {
-  std::string out;
-  put_u64(out, n);
-  return out;
-}
-std::string field(std::string_view value) {
-  std::string out;
-  put_bytes(out, value);
-  return out;
-}
+using ddprun::testing::allocated_bytes;
+using ddprun::testing::Bytes;
+using ddprun::testing::bytes_of;
+using ddprun::testing::field;
+using ddprun::testing::i64;
+using ddprun::testing::u32;
+using ddprun::testing::u64;
+using ddprun::testing::u8;
 
 Reply reply(std::int64_t number, std::vector<std::string> values = {}) { return Reply{number, std::move(values)}; }
 
@@ -179,16 +137,16 @@ TEST(WireReply, AuthRepliesAreHeldToTheAuthLimitNotTheValueLimit) {
 TEST(WireReply, AClaimedLengthDoesNotBecomeAnAllocation) {
   // A GET reply claiming 8 MiB (the default limit), with 100 bytes of it present.
   const Bytes input = bytes_of(u64(Limits{}.max_value_bytes) + std::string(100, 'x'));
-  const std::size_t before = g_allocated.load();
+  const std::size_t before = allocated_bytes();
   DecodedReply d = decode_reply(Op::get, input, Limits{});
-  const std::size_t allocated = g_allocated.load() - before;
+  const std::size_t allocated = allocated_bytes() - before;
   EXPECT_EQ(d.status, DecodeStatus::need_more);
   EXPECT_EQ(d.need_at_least, 8 + Limits{}.max_value_bytes);
   EXPECT_LT(allocated, 1024u);
   // A MULTI_GET of many keys, nothing of it present: no room reserved for the values.
-  const std::size_t before_many = g_allocated.load();
+  const std::size_t before_many = allocated_bytes();
   EXPECT_EQ(decode_reply(Op::multi_get, {}, Limits{}, 100000).status, DecodeStatus::need_more);
-  EXPECT_LT(g_allocated.load() - before_many, 1024u);
+  EXPECT_LT(allocated_bytes() - before_many, 1024u);
 }
 
 }  // namespace

@@ -4,42 +4,22 @@
 
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <cstdlib>
-#include <new>
 #include <stdexcept>
 
-namespace {
-
-// Counts heap bytes so tests can show the decoder allocates for bytes present, not bytes claimed.
-std::atomic<std::size_t> g_allocated{0};
-
-}  // namespace
-
-void* operator new(std::size_t size) {
-  g_allocated.fetch_add(size, std::memory_order_relaxed);
-  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+#include "tests/unit/counting_new.hpp"
+#include "tests/unit/wire_bytes.hpp"
 
 namespace ddprun::rendezvous::wire {
 namespace {
 
-using Bytes = std::vector<std::uint8_t>;
-
-Bytes bytes_of(const std::string& s) { return Bytes(s.begin(), s.end()); }
+using ddprun::testing::allocated_bytes;
+using ddprun::testing::Bytes;
+using ddprun::testing::bytes_of;
+using ddprun::testing::u64;
 
 Bytes hex(std::initializer_list<int> values) {
   Bytes out;
   for (int v : values) out.push_back(static_cast<std::uint8_t>(v));
-  return out;
-}
-
-std::string u64le(std::uint64_t n) {
-  std::string out;
-  put_u64(out, n);
   return out;
 }
 
@@ -134,11 +114,11 @@ TEST(Wire, CodesMatchPyTorchsQueryTypeEnums) {
 TEST(Wire, FieldLayoutsOfCountsAndIntegers) {
   // CHECK: u64 count then length-prefixed keys; ADD: key then i64 delta; MULTI_SET: 8-byte count.
   EXPECT_EQ(encode_request(Dialect::current, make(Op::check, {"/a"})),
-            std::string("\x05", 1) + u64le(1) + u64le(2) + "/a");
+            std::string("\x05", 1) + u64(1) + u64(2) + "/a");
   EXPECT_EQ(encode_request(Dialect::legacy, make(Op::add, {"/c"}, {}, -1)),
-            std::string("\x03", 1) + u64le(2) + "/c" + std::string(8, '\xff'));
+            std::string("\x03", 1) + u64(2) + "/c" + std::string(8, '\xff'));
   EXPECT_EQ(encode_request(Dialect::current, make(Op::multi_set, {"k"}, {"v"})),
-            std::string("\x0b", 1) + u64le(1) + u64le(1) + "k" + u64le(1) + "v");
+            std::string("\x0b", 1) + u64(1) + u64(1) + "k" + u64(1) + "v");
 }
 
 TEST(Wire, WatchPushMatchesA113Server) {
@@ -148,7 +128,7 @@ TEST(Wire, WatchPushMatchesA113Server) {
   EXPECT_EQ(bytes_of(encode_watch_push(kWatchKeyCreated, "/k", "", "v1")), created);
   // ... then set("k", "v2"): KEY_UPDATED with the old and the new value.
   EXPECT_EQ(encode_watch_push(kWatchKeyUpdated, "/k", "v1", "v2"),
-            std::string("\x00", 1) + u64le(2) + "/k" + u64le(2) + "v1" + u64le(2) + "v2");
+            std::string("\x00", 1) + u64(2) + "/k" + u64(2) + "v1" + u64(2) + "v2");
   EXPECT_EQ(kWatchRegistered, 3);
   EXPECT_EQ(kWatchKeyDeleted, 2);
 }
@@ -242,30 +222,30 @@ TEST(Wire, ValidateWithTheWrongMagicIsInvalid) {
 
 TEST(Wire, OversizedKeyIsInvalidAsSoonAsItsLengthArrives) {
   Limits limits;
-  std::string head = std::string("\x03", 1) + u64le(limits.max_key_bytes + 1);  // GET, no key yet
+  std::string head = std::string("\x03", 1) + u64(limits.max_key_bytes + 1);  // GET, no key yet
   Decoded d = decode(Dialect::current, bytes_of(head), limits);
   EXPECT_EQ(d.status, DecodeStatus::invalid);
   EXPECT_NE(d.error.find("GET: key of 8193 bytes exceeds the limit of 8192"), std::string::npos) << d.error;
   // At the limit it merely waits for the key.
-  head = std::string("\x03", 1) + u64le(limits.max_key_bytes);
+  head = std::string("\x03", 1) + u64(limits.max_key_bytes);
   EXPECT_EQ(decode(Dialect::current, bytes_of(head), limits).status, DecodeStatus::need_more);
 }
 
 TEST(Wire, OversizedValueIsInvalidBeforeItsBody) {
   Limits limits;
-  std::string head = std::string("\x00", 1) + u64le(2) + "/k" + u64le(limits.max_value_bytes + 1);
+  std::string head = std::string("\x00", 1) + u64(2) + "/k" + u64(limits.max_value_bytes + 1);
   Decoded d = decode(Dialect::legacy, bytes_of(head), limits);
   EXPECT_EQ(d.status, DecodeStatus::invalid);
   EXPECT_NE(d.error.find("SET: value"), std::string::npos) << d.error;
   // COMPARE_SET's desired value has the same limit.
-  head = std::string("\x02", 1) + u64le(2) + "/k" + u64le(0) + u64le(std::uint64_t{1} << 63);
+  head = std::string("\x02", 1) + u64(2) + "/k" + u64(0) + u64(std::uint64_t{1} << 63);
   EXPECT_EQ(decode(Dialect::current, bytes_of(head), limits).status, DecodeStatus::invalid);
 }
 
 TEST(Wire, TooManyKeysIsInvalidBeforeAnyKey) {
   Limits limits;
   for (int code : {5, 6, 10, 11}) {  // CHECK, WAIT, MULTI_GET, MULTI_SET (current codes)
-    std::string head = std::string(1, static_cast<char>(code)) + u64le(limits.max_keys_per_request + 1);
+    std::string head = std::string(1, static_cast<char>(code)) + u64(limits.max_keys_per_request + 1);
     Decoded d = decode(Dialect::current, bytes_of(head), limits);
     EXPECT_EQ(d.status, DecodeStatus::invalid) << code;
     EXPECT_NE(d.error.find("key count"), std::string::npos) << d.error;
@@ -279,7 +259,7 @@ TEST(Wire, TooManyKeysIsInvalidBeforeAnyKey) {
 TEST(Wire, CountThatCannotFitTheRequestLimitIsInvalid) {
   Limits limits;
   limits.max_request_bytes = 1000;
-  std::string head = std::string("\x06", 1) + u64le(200);  // WAIT: 200 keys need >= 1600 bytes
+  std::string head = std::string("\x06", 1) + u64(200);  // WAIT: 200 keys need >= 1600 bytes
   Decoded d = decode(Dialect::current, bytes_of(head), limits);
   EXPECT_EQ(d.status, DecodeStatus::invalid);
   EXPECT_NE(d.error.find("cannot fit"), std::string::npos) << d.error;
@@ -304,32 +284,32 @@ TEST(Wire, RunningTotalIsHeldToMaxRequestBytes) {
 
 TEST(Wire, AuthFieldsAreHeldToTheKeyLimit) {
   Limits limits;
-  std::string head = std::string("\x41", 1) + u64le(limits.max_key_bytes + 1);
+  std::string head = std::string("\x41", 1) + u64(limits.max_key_bytes + 1);
   EXPECT_EQ(decode(Dialect::current, bytes_of(head), limits).status, DecodeStatus::invalid);
 }
 
 TEST(Wire, ClaimedLengthsDoNotBecomeAllocations) {
   Limits limits;
   // WAIT claiming the maximum key count, and SET claiming an 8 MiB value, with almost nothing sent.
-  Bytes wait = bytes_of(std::string("\x06", 1) + u64le(limits.max_keys_per_request) + u64le(3) + "/a");
-  Bytes set = bytes_of(std::string("\x01", 1) + u64le(2) + "/k" + u64le(limits.max_value_bytes) +
+  Bytes wait = bytes_of(std::string("\x06", 1) + u64(limits.max_keys_per_request) + u64(3) + "/a");
+  Bytes set = bytes_of(std::string("\x01", 1) + u64(2) + "/k" + u64(limits.max_value_bytes) +
                        std::string(100, 'x'));
   for (const Bytes& input : {wait, set}) {
-    const std::size_t before = g_allocated.load();
+    const std::size_t before = allocated_bytes();
     Decoded d = decode(Dialect::current, input, limits);
-    const std::size_t allocated = g_allocated.load() - before;
+    const std::size_t allocated = allocated_bytes() - before;
     EXPECT_EQ(d.status, DecodeStatus::need_more);
     EXPECT_LT(allocated, 1024u);
   }
   // The counter does count: a whole request's fields are copied out.
   Bytes whole = bytes_of(encode_request(Dialect::current, make(Op::set, {"/k"}, {std::string(4096, 'v')})));
-  const std::size_t before = g_allocated.load();
+  const std::size_t before = allocated_bytes();
   EXPECT_EQ(decode(Dialect::current, whole, limits).status, DecodeStatus::complete);
-  EXPECT_GE(g_allocated.load() - before, 4096u);
+  EXPECT_GE(allocated_bytes() - before, 4096u);
 }
 
 TEST(Wire, NeedAtLeastPointsPastTheAwaitedField) {
-  std::string head = std::string("\x01", 1) + u64le(2) + "/k" + u64le(1000) + "abc";
+  std::string head = std::string("\x01", 1) + u64(2) + "/k" + u64(1000) + "abc";
   Decoded d = decode(Dialect::current, bytes_of(head));
   ASSERT_EQ(d.status, DecodeStatus::need_more);
   EXPECT_EQ(d.need_at_least, 1u + 8 + 2 + 8 + 1000);
