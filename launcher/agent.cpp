@@ -20,6 +20,7 @@
 #include "launcher/output_plan.hpp"
 #include "launcher/reaper.hpp"
 #include "launcher/signal_names.hpp"
+#include "launcher/status_monitor.hpp"
 #include "launcher/stdin_forwarder.hpp"
 #include "launcher/terminal_window.hpp"
 #include "launcher/verbose.hpp"
@@ -126,6 +127,7 @@ int Agent::run() {
   forwarded_signals_.emplace(io_, caught, [this](const SignalOrigin& origin) { on_forwarded_signal(origin); });
   wait_child_exits();
   wait_stop_signals();
+  start_status();
 
   const bool multi_node = config.topology.multi_node;
   // First: a busy port fails the job before anything is created.
@@ -264,7 +266,10 @@ void Agent::start_attempt() {
   if (store_ && !membership_ && state_.restart_count > 0) store_->clear();  // multi-node: a fresh worker store per round
   oom_kills_seen_ = oom_.read_kills();
   WorkerGroupHandlers handlers;
-  handlers.on_exit = [this](const WorkerExit& exit) { on_worker_exit(exit); };
+  handlers.on_exit = [this](const WorkerExit& exit) {
+    status_worker_exited(exit);
+    on_worker_exit(exit);
+  };
   handlers.on_done = [this] {
     // The group's own handler is on the stack: let it go once this event is over.
     asio::post(io_, [retired = std::move(group_)] {});
@@ -291,6 +296,7 @@ void Agent::start_attempt() {
   spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
   spawn_settings.window = terminal_window();
   group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), plan_.env, spawn_settings);
+  status_attempt_started();
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
@@ -394,6 +400,7 @@ void Agent::finish(bool impatient) {
     print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +
                ": " + first.reason + "); their lines after the failure were shown on the console");
   }
+  end_status();  // the block off the terminal, so that the last lines end the screen
   // The last lines (a summary, the workers' last output) go out before ddprun exits, as all of
   // them do: a paused pager gets them when it resumes. The wait never blocks the loop, so a signal
   // ends it: then the user wants ddprun gone, and a stalled console gets a moment only.

@@ -53,6 +53,9 @@ struct AgentPlan {
   std::string hostname;
 };
 
+class StatusMonitor;
+struct NodeStatus;
+
 class Agent {
  public:
   explicit Agent(AgentPlan plan);
@@ -118,6 +121,22 @@ class Agent {
   void suspend_job();
   void wait_window_changes();
 
+  // Status (agent_status.cpp): the monitor's samples, the console's status block and lines.
+  /// Makes the monitor when something reads its samples (status_wanted); before the first attempt.
+  void start_status();
+  /// Whether anything reads the samples: the status block, --status-interval; each other reader
+  /// (the hang watch, the status endpoint) adds its condition here.
+  bool status_wanted() const;
+  void status_attempt_started();
+  void status_worker_exited(const WorkerExit& exit);
+  /// Each sample, about once a second: the one place a NodeStatus goes. Each reader adds one line.
+  void on_status_sample(const NodeStatus& node);
+  void show_status(const NodeStatus& node);
+  /// A rank newly named a straggler: a straggler event and a line.
+  void note_stragglers(const NodeStatus& node);
+  /// The job ends: no more samples, the status block taken off the terminal.
+  void end_status();
+
   AgentPlan plan_;
   boost::asio::io_context io_;
   SupervisorState state_;
@@ -170,6 +189,13 @@ class Agent {
   std::optional<boost::asio::signal_set> window_changes_;
   std::optional<boost::asio::signal_set> suspensions_;  ///< SIGTSTP: pause the job (Ctrl-Z)
   bool pty_warned_ = false;
+
+  // Status (agent_status.cpp).
+  std::unique_ptr<StatusMonitor> monitor_;  ///< null: nothing reads the samples
+  bool status_block_ = false;  ///< the block is drawn (--status, a live terminal on stdout)
+  bool status_color_ = false;
+  std::chrono::steady_clock::time_point next_status_line_;  ///< --status-interval
+  std::vector<int> stragglers_named_;  ///< ranks already reported as stragglers this attempt
 
   std::unique_ptr<WorkerGroup> group_;
   std::optional<WorkerSpec> being_started_;  ///< -v: the worker prepared, named when its pid is known

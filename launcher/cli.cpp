@@ -373,6 +373,14 @@ void fill_output(LaunchConfig& config, const Settings& settings) {
   if (auto raw = settings.get(Option::pty)) {
     config.pty = parse_choice<PtyMode>(*raw, {{"auto", PtyMode::automatic}, {"on", PtyMode::on}, {"off", PtyMode::off}});
   }
+  if (auto raw = settings.get(Option::status)) {
+    config.status = parse_choice<StatusMode>(*raw, {{"auto", StatusMode::automatic}, {"on", StatusMode::on}, {"off", StatusMode::off}});
+  }
+  if (auto raw = settings.get(Option::status_interval)) {
+    auto seconds = to_number(raw->value);
+    if (!seconds || *seconds < 0) reject(*raw, "is not a number of seconds >= 0");
+    config.status_interval_s = *seconds;
+  }
   if (auto raw = settings.get(Option::stdin_target)) {
     config.stdin_target = parse_choice<StdinTarget>(
         *raw, {{"none", StdinTarget::none}, {"rank0", StdinTarget::rank0}, {"all", StdinTarget::all}});

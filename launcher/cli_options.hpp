@@ -16,6 +16,7 @@ enum class Option : std::size_t {
   shutdown_timeout, signals_to_handle, forward_signals, start_method, worker_store, log_dir,
   redirects, tee, local_ranks_filter, log_line_prefix_template, pty, stdin_target, verbose, module,
   no_python, run_path, use_env, append_local_rank,
+  status, status_interval,
   count_  ///< the number of options, not one
 };
 

@@ -69,7 +69,9 @@ void ConsoleWriter::refresh_size() {
     columns_ = size.ws_col;
     rows_ = size.ws_row;
   }
-  if (!live_lines_.empty()) {
+  // The status block is drawn anew at the next sample; until then its lines are cut to the new width.
+  for (auto& line : status_lines_) line = fit_to_width(line, columns_ - 1);
+  if (!live_lines_.empty() || !status_lines_.empty()) {
     live_dirty_ = true;
     start_write();
   }
@@ -92,6 +94,13 @@ void ConsoleWriter::write(std::string_view bytes, int source, std::string_view l
     if (drained()) last_progress_ = std::chrono::steady_clock::now();
     pending_.append(bytes);
   }
+  start_write();
+}
+
+void ConsoleWriter::set_status(std::vector<std::string> lines) {
+  if (!live_ || broken_ || lines == status_lines_) return;
+  status_lines_ = std::move(lines);
+  live_dirty_ = true;
   start_write();
 }
 
@@ -132,7 +141,10 @@ void ConsoleWriter::start_write() {
       std::vector<std::string> lines;
       lines.reserve(live_lines_.size());
       for (const auto& entry : live_lines_) lines.push_back(fit_to_width(entry.second, columns_ - 1));
-      lines = fit_to_rows(std::move(lines), rows_);
+      // The status block keeps its rows; the sources' live lines get what is left.
+      const std::size_t status_rows = std::min(status_lines_.size(), rows_ > 1 ? rows_ - 1 : 0);
+      lines = fit_to_rows(std::move(lines), rows_ - status_rows);
+      lines.insert(lines.end(), status_lines_.begin(), status_lines_.begin() + static_cast<std::ptrdiff_t>(status_rows));
       writing_ = render_frame(live_shown_, pending_, lines);
       live_shown_ = lines.size();
       live_dirty_ = false;

@@ -52,6 +52,13 @@ class ConsoleWriter {
   void write(std::string_view bytes, int source, std::string_view live_text);
   /// The terminal's size changed (SIGWINCH): live lines are cut to the new width from the next frame.
   void refresh_size();
+  /// The terminal's size as last read (80x24 when it is not a terminal).
+  std::size_t columns() const { return columns_; }
+  std::size_t rows() const { return rows_; }
+  /// Makes `lines` the status block, drawn below the sources' live lines and redrawn in place
+  /// like them; empty: no block. Lines must fit the width already (status_render.hpp) and hold no
+  /// control character that moves the cursor. Does nothing on a console that is not live.
+  void set_status(std::vector<std::string> lines);
 
   /// More than the limit waits: sources should pause until `when_room`.
   bool full() const { return queued() > limit_; }
@@ -98,6 +105,7 @@ class ConsoleWriter {
   bool live_ = false;
   bool live_dirty_ = false;        ///< the live lines changed since the last frame
   std::map<int, std::string> live_lines_;  ///< by source, fitted to the width
+  std::vector<std::string> status_lines_;  ///< the status block, below the live lines
   std::size_t live_shown_ = 0;     ///< live lines the terminal shows (after the write in flight)
   std::size_t columns_ = 80;
   std::size_t rows_ = 24;

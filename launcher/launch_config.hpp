@@ -42,6 +42,9 @@ enum class ProgramMode {
 /// `--pty`: whether each worker gets a pseudo-terminal. auto = when ddprun's stdout is a terminal.
 enum class PtyMode { automatic, on, off };
 
+/// `--status`: the live status block at the bottom of the terminal. auto = when ddprun's stdout is a terminal.
+enum class StatusMode { automatic, on, off };
+
 /// `--stdin`: which workers read ddprun's stdin; the others get /dev/null.
 enum class StdinTarget { none, rank0, all };
 
@@ -122,6 +125,8 @@ struct LaunchConfig {
   std::string log_line_prefix_template;             ///< empty = `[${role_name}${local_rank}]:` on tee
   PtyMode pty = PtyMode::automatic;
   StdinTarget stdin_target = StdinTarget::rank0;
+  StatusMode status = StatusMode::automatic;
+  double status_interval_s = 0;  ///< `--status-interval`: a status line every so many seconds; 0 = none
   bool verbose = false;  ///< `-v` or LOGLEVEL=INFO/DEBUG: print the config, the rendezvous, each start
 
   // Program.

@@ -67,6 +67,9 @@ struct WorkerGroup::Worker {
   pid_t pid;
   bool pty;  ///< its streams are pty masters
   bool exited = false;
+  int exitcode = 0;
+  std::optional<std::chrono::steady_clock::time_point> last_line;  ///< the status monitor's "seconds since output"
+  std::string progress_file;
   int stop_signal_sent = 0;  ///< the first signal ddprun sent it, if any
   bool kill_sent = false;
   Stream out;
@@ -127,6 +130,7 @@ void WorkerGroup::spawn_batch() {
       return;
     }
     auto worker = std::make_shared<Worker>(io_, prepared.spec.local_rank, spawned, prepared.routes);
+    worker->progress_file = std::move(prepared.spec.progress_file);
     workers_.push_back(worker);
     if (handlers_.on_spawned) handlers_.on_spawned(worker->pid);
     if (!spawned.pty_unavailable.empty() && handlers_.on_pty_unavailable) {
@@ -183,9 +187,11 @@ void WorkerGroup::read_stream(const std::shared_ptr<Worker>& worker, Stream& str
 void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, bool end) {
   std::string console_batch;
   std::string file_batch;
+  bool any_line = false;
   // The console shows what a `\r`-updated line shows in the end, not each of its frames; the log
   // file keeps the bytes as written.
   auto emit = [&](std::string_view line) {
+    any_line = true;
     if (stream.route.console != nullptr) {
       console_batch.append(stream.route.prefix).append(last_frame(line)).push_back('\n');
     }
@@ -194,6 +200,7 @@ void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, 
   };
   stream.splitter.feed(chunk, emit);
   if (end) stream.splitter.finish(emit);
+  if (any_line) worker.last_line = std::chrono::steady_clock::now();  // one clock read per chunk, not per line
   if (stream.route.file_fd < 0) stream.splitter.drop_overwritten();
   ConsoleWriter* console = stream.route.console;
   if (console != nullptr && console->live()) {
@@ -244,6 +251,7 @@ bool WorkerGroup::on_child_exit(pid_t pid, int wait_status) {
   for (auto& worker : workers_) {
     if (worker->pid != pid || worker->exited) continue;
     worker->exited = true;
+    worker->exitcode = torchrun_exitcode(wait_status);
     // Whatever the worker left in its process group goes with it: no worker outlives its main process.
     signal_process_group(pid, SIGKILL);
     std::weak_ptr<int> life = life_;
@@ -357,6 +365,14 @@ void WorkerGroup::set_window(const winsize& window) {
     for (Stream* stream : {&worker->out, &worker->err}) {
       if (stream->open) ::ioctl(stream->pipe.native_handle(), TIOCSWINSZ, &window);
     }
+  }
+}
+
+void WorkerGroup::describe(std::vector<WorkerView>& out) const {
+  out.clear();
+  for (const auto& worker : workers_) {
+    out.push_back({worker->local_rank, worker->pid, worker->exited, worker->exitcode,
+                   worker->stop_signal_sent != 0 || worker->kill_sent, worker->last_line, worker->progress_file});
   }
 }
 

@@ -14,7 +14,9 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launcher/environ.hpp"
@@ -61,6 +63,18 @@ struct PreparedWorker {
   WorkerRoutes routes;
 };
 
+/// What the status monitor reads of one started worker (WorkerGroup::describe).
+struct WorkerView {
+  int local_rank = 0;
+  pid_t pid = 0;
+  bool exited = false;
+  int exitcode = 0;           ///< when exited: torchrun's convention (-N: signal N)
+  bool stopped_by_us = false; ///< ddprun had sent it a stop signal or SIGKILL before it exited
+  /// When its last complete output line (stdout or stderr) arrived; nothing before the first.
+  std::optional<std::chrono::steady_clock::time_point> last_line;
+  std::string_view progress_file;  ///< its DDPRUN_PROGRESS_FILE (valid while the group lives)
+};
+
 /// Makes worker `index` (0-based, in start order); may throw LaunchError (e.g. a log file that
 /// cannot be opened), which fails the start like a failed spawn.
 using WorkerPreparer = std::function<PreparedWorker(std::size_t index)>;
@@ -90,6 +104,10 @@ class WorkerGroup {
   void stop(int signo, std::chrono::milliseconds grace);
 
   std::string stderr_tail_of(int local_rank) const;
+
+  /// Every worker started so far, in start order, into `out` (cleared first): for the status
+  /// monitor's samples. Cheap: no I/O.
+  void describe(std::vector<WorkerView>& out) const;
 
   /// ddprun's terminal changed size: each worker pty gets the new size (and its foreground process
   /// group a SIGWINCH from the kernel), as do workers started later.
