@@ -16,10 +16,12 @@
 #include "launcher/errors.hpp"
 #include "launcher/forward_rule.hpp"
 #include "launcher/guardian.hpp"
+#include "launcher/hang_rule.hpp"
 #include "launcher/job_cgroup.hpp"
 #include "launcher/output_plan.hpp"
 #include "launcher/reaper.hpp"
 #include "launcher/signal_names.hpp"
+#include "launcher/stack_capture.hpp"
 #include "launcher/status_monitor.hpp"
 #include "launcher/stdin_forwarder.hpp"
 #include "launcher/terminal_window.hpp"
@@ -59,6 +61,7 @@ Agent::Agent(AgentPlan plan)
       oom_(OomWatch::for_this_process()) {
   state_.multi_node = plan_.config.topology.multi_node;
   state_.max_restarts = plan_.config.max_restarts;
+  state_.hang_action = plan_.config.hang_action;
 }
 
 Agent::~Agent() = default;
@@ -91,11 +94,10 @@ void Agent::perform(const SupervisorAction& action) {
     void operator()(const action::Leave& l) const { a.leave(l.end); }
     void operator()(const action::LingerStore&) const { a.linger_store_ = true; }
     void operator()(const action::Print& p) const { print_line(p.text); }
-    void operator()(const action::PrintFailureSummary&) const {
-      write_stderr(format_failure_summary(a.plan_.config.program, a.failures_));
-    }
+    void operator()(const action::PrintFailureSummary&) const { a.print_failure_summary(); }
     void operator()(const action::Finish& f) const { a.finish(f.impatient); }  // run() returns state_.exit_status
     void operator()(const action::StopLoop&) const { a.io_.stop(); }
+    void operator()(const action::CaptureStacks&) const { a.capture_stacks(); }
   };
   std::visit(Performer{*this}, action);
 }
@@ -308,6 +310,7 @@ void Agent::start_attempt() {
     auto dir = logs_->worker_dir(attempt_, worker.spec.local_rank);
     worker.spec.error_file = (dir / "error.json").string();
     worker.spec.progress_file = (dir / "progress").string();
+    add_python_hooks(worker.spec, dir);
     error_files_.at(i) = worker.spec.error_file;
     worker.routes = open_routes(worker.spec.local_rank, dir);
     if (plan_.config.verbose) being_started_ = worker.spec;

@@ -55,6 +55,9 @@ struct AgentPlan {
 
 class StatusMonitor;
 struct NodeStatus;
+class HangRule;
+class StackCapture;
+struct CapturedRank;
 
 class Agent {
  public:
@@ -137,6 +140,19 @@ class Agent {
   /// The job ends: no more samples, the status block taken off the terminal.
   void end_status();
 
+  // Hang watch (agent_hang.cpp): --hang-timeout, every rank's stacks, the digest, --hang-action.
+  /// Each status sample goes through the hang rule; a hang newly found is a HangDetected event.
+  void watch_for_hang(const NodeStatus& node);
+  /// ddprun's Python folder first on the worker's PYTHONPATH; its faulthandler's file in `dir`.
+  void add_python_hooks(WorkerSpec& spec, const std::filesystem::path& dir);
+  /// CaptureStacks: the digest once every rank can be placed, the files once all are in, then
+  /// StacksCaptured.
+  void capture_stacks();
+  void print_hang_digest(const std::vector<CapturedRank>& ranks);
+  void write_stack_files(const std::vector<CapturedRank>& ranks);
+  /// PrintFailureSummary: the workers' failures, and the hang that ended the job when one did.
+  void print_failure_summary();
+
   AgentPlan plan_;
   boost::asio::io_context io_;
   SupervisorState state_;
@@ -196,6 +212,16 @@ class Agent {
   bool status_color_ = false;
   std::chrono::steady_clock::time_point next_status_line_;  ///< --status-interval
   std::vector<int> stragglers_named_;  ///< ranks already reported as stragglers this attempt
+
+  // Hang watch (agent_hang.cpp).
+  std::unique_ptr<HangRule> hang_rule_;  ///< made at the first sample when --hang-timeout > 0
+  std::unique_ptr<StackCapture> stack_capture_;
+  std::unique_ptr<NodeStatus> hang_sample_;  ///< the sample that showed the hang: whose stacks to take
+  std::chrono::system_clock::time_point hang_time_;
+  std::filesystem::path stacks_dir_;      ///< attempt_<n>/stacks of the last capture
+  std::vector<std::string> hang_digest_;  ///< the last capture's digest (the failure summary repeats it)
+  std::optional<std::filesystem::path> python_dir_;  ///< ddprun's Python folder, looked up once
+  bool python_dir_looked_up_ = false;
 
   std::unique_ptr<WorkerGroup> group_;
   std::optional<WorkerSpec> being_started_;  ///< -v: the worker prepared, named when its pid is known

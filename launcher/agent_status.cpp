@@ -28,7 +28,7 @@ std::chrono::milliseconds sample_interval(double status_interval_s) {
 }  // namespace
 
 bool Agent::status_wanted() const {
-  return status_block_ || plan_.config.status_interval_s > 0;
+  return status_block_ || plan_.config.status_interval_s > 0 || plan_.config.hang_timeout_s > 0;
 }
 
 void Agent::start_status() {
@@ -73,6 +73,7 @@ void Agent::status_worker_exited(const WorkerExit& exit) {
 void Agent::on_status_sample(const NodeStatus& node) {
   show_status(node);
   note_stragglers(node);
+  watch_for_hang(node);
 }
 
 void Agent::show_status(const NodeStatus& node) {

@@ -335,6 +335,15 @@ void fill_workers(LaunchConfig& config, const Settings& settings, const HostFact
     if (!seconds || *seconds < 0) reject(*raw, "is not a number of seconds >= 0");
     config.shutdown_timeout_s = *seconds;
   }
+  if (auto raw = settings.get(Option::hang_timeout)) {
+    auto seconds = to_number(raw->value);
+    if (!seconds || *seconds < 0) reject(*raw, "is not a number of seconds >= 0");
+    config.hang_timeout_s = *seconds;
+  }
+  if (auto raw = settings.get(Option::hang_action)) {
+    config.hang_action = parse_choice<HangAction>(
+        *raw, {{"report", HangAction::report}, {"stop", HangAction::stop}, {"restart", HangAction::restart}});
+  }
   if (auto raw = settings.get(Option::signals_to_handle)) {
     config.signals_to_handle = parse_signals(raw->value, raw->label);
   }

@@ -65,6 +65,10 @@ constexpr std::array kOptions{
                "live status block (per rank: state, step, samples/s, CPU, RSS) below the output; auto = on a terminal"},
     OptionSpec{Option::status_interval, "status-interval", 0, "SECONDS", "0", Group::output,
                "print a one-line status summary every SECONDS (for logs; 0 = never)"},
+    OptionSpec{Option::hang_timeout, "hang-timeout", 0, "SECONDS", "0", Group::workers,
+               "a hang: no rank made progress (report, output line, CPU) for SECONDS; print every rank's stacks (0 = off)"},
+    OptionSpec{Option::hang_action, "hang-action", 0, "report|stop|restart", "report", Group::workers,
+               "after a hang's stacks: go on, stop the job (exit 1), or restart the workers (--max-restarts)"},
 };
 
 constexpr bool in_handle_order() {

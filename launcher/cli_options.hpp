@@ -17,6 +17,7 @@ enum class Option : std::size_t {
   redirects, tee, local_ranks_filter, log_line_prefix_template, pty, stdin_target, verbose, module,
   no_python, run_path, use_env, append_local_rank,
   status, status_interval,
+  hang_timeout, hang_action,
   count_  ///< the number of options, not one
 };
 

@@ -33,7 +33,10 @@ namespace ddprun::launcher {
 
 struct HangRuleSettings {
   double timeout_seconds = 0;     ///< --hang-timeout; 0: never hung (idle_seconds is still computed)
-  double cpu_busy_fraction = 0.1; ///< of one core: CPU above this is activity (non-reporting ranks only)
+  /// Of one core: CPU above this is activity (non-reporting ranks only). Low, because a busy rank
+  /// on a crowded machine may get a small share of a core, while a rank waiting in gloo costs
+  /// ~0.05 % (an epoll wake-up every 10 ms) and a sleeping one nothing.
+  double cpu_busy_fraction = 0.02;
 };
 
 struct HangVerdict {

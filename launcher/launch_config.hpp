@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/hang_action.hpp"
 #include "rendezvous/endpoint.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 
@@ -104,6 +105,8 @@ struct LaunchConfig {
   int max_restarts = 0;
   double monitor_interval_s = 0.1;  ///< accepted for compatibility; ddprun is event driven
   double shutdown_timeout_s = 30.0;
+  double hang_timeout_s = 0;  ///< `--hang-timeout`: no progress for so long is a hang; 0 = never
+  HangAction hang_action = HangAction::report;  ///< `--hang-action`
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};
   std::string role = "default";
   std::string start_method = "spawn";  ///< accepted for torchrun (fork|spawn|forkserver); ddprun always forks and execs

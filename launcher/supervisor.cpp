@@ -2,6 +2,7 @@
 
 #include <signal.h>
 
+#include <cstdio>
 #include <utility>
 
 #include "launcher/errors.hpp"
@@ -24,6 +25,13 @@ std::string describe_end_here(const RoundEnd& end) {
     case EndKind::joined: return end.message + "; stopping the workers to form a new round";
     default: return end.message;
   }
+}
+
+/// "31 s", "2.5 s": a duration as the hang lines say it.
+std::string seconds_text(double seconds, const char* format) {
+  char text[32];
+  std::snprintf(text, sizeof text, format, seconds);
+  return std::string(text) + " s";
 }
 
 /// The transitions, one member per event; each appends to `out`.
@@ -105,11 +113,13 @@ class Transitions {
       print("received " + signal_name(s_.stop_signal) + ", workers stopped");
       return finish(exit_status_for_signal(s_.stop_signal));
     }
-    if (s_.failures == 0) return finish(kExitSuccess);
-    if (s_.restart_count < s_.max_restarts) {
+    if (s_.failures == 0 && s_.hang.empty()) return finish(kExitSuccess);
+    if (may_restart()) {
       ++s_.restart_count;
-      print("rank " + std::to_string(s_.first_failed_rank) + " failed (" + describe_exitcode(s_.first_failed_exitcode) +
-            "); restarting the worker group, restart " + std::to_string(s_.restart_count) + " of " +
+      const std::string what = !s_.hang.empty() ? "hang: " + s_.hang
+                                                : "rank " + std::to_string(s_.first_failed_rank) + " failed (" +
+                                                      describe_exitcode(s_.first_failed_exitcode) + ")";
+      print(what + "; restarting the worker group, restart " + std::to_string(s_.restart_count) + " of " +
             std::to_string(s_.max_restarts));
       return start_group();
     }
@@ -163,6 +173,30 @@ class Transitions {
     if (s_.phase == Phase::leaving) finish(s_.leave_status);
   }
 
+  void operator()(const event::HangDetected& e) {
+    // Stopping, joining, waiting: no workers to look at. Capturing: the same hang, still being looked at.
+    if (s_.phase != Phase::running || s_.capturing) return;
+    ++s_.hangs;
+    s_.capturing = true;
+    s_.hang_found = "no rank made progress for " + seconds_text(e.idle_seconds, "%.0f") + " (--hang-timeout " +
+                    seconds_text(e.timeout_seconds, "%g") + ")";
+    print("hang: " + s_.hang_found + "; capturing every rank's stacks");
+    out_.push_back(action::CaptureStacks{});
+  }
+
+  void operator()(const event::StacksCaptured&) {
+    if (!s_.capturing) return;
+    s_.capturing = false;
+    std::string found = std::exchange(s_.hang_found, {});
+    // Reported and left running; or the attempt ended meanwhile (a failure, a signal, a round's end).
+    if (s_.phase != Phase::running || s_.hang_action == HangAction::report) return;
+    s_.hang = std::move(found);
+    s_.phase = Phase::stopping_after_failure;
+    print(std::string("hang: stopping the workers (--hang-action ") + hang_action_name(s_.hang_action) + ")");
+    out_.push_back(action::StopGroup{SIGTERM});
+    if (s_.multi_node) report_failure();
+  }
+
  private:
   void print(std::string text) { out_.push_back(action::Print{std::move(text)}); }
 
@@ -173,6 +207,9 @@ class Transitions {
     s_.first_failed_rank = -1;
     s_.first_failed_exitcode = 0;
     s_.start_error.clear();
+    s_.capturing = false;
+    s_.hang_found.clear();
+    s_.hang.clear();
     out_.push_back(action::StartGroup{});
   }
 
@@ -185,11 +222,15 @@ class Transitions {
   }
 
   bool restart_left() const { return s_.restart_count < s_.max_restarts; }
+  /// A hang ends the job under --hang-action stop, whatever restarts are left.
+  bool may_restart() const { return restart_left() && (s_.hang.empty() || s_.hang_action == HangAction::restart); }
 
   void report_failure() {
-    const bool restart = restart_left();
-    std::string message = "rank " + std::to_string(s_.first_failed_rank) + " failed on node " + s_.node_description +
-                          " (" + describe_exitcode(s_.first_failed_exitcode) + ")";
+    const bool restart = may_restart();
+    std::string message = !s_.hang.empty() ? "hang on node " + s_.node_description + ": " + s_.hang
+                                           : "rank " + std::to_string(s_.first_failed_rank) + " failed on node " +
+                                                 s_.node_description + " (" +
+                                                 describe_exitcode(s_.first_failed_exitcode) + ")";
     if (restart) message += ", restart " + std::to_string(s_.restart_count + 1) + " of " + std::to_string(s_.max_restarts);
     out_.push_back(action::ReportFailure{RoundEnd{restart ? EndKind::failure : EndKind::fatal, s_.node_id, message}});
   }
@@ -225,7 +266,7 @@ class Transitions {
     if (rendezvous::ends_the_job(end.kind)) out_.push_back(action::LingerStore{});
     if (end.kind == EndKind::finished) return finish(kExitSuccess);
     if (end.kind == EndKind::fatal) {
-      if (end.node == s_.node_id && s_.failures > 0) {
+      if (end.node == s_.node_id && (s_.failures > 0 || !s_.hang.empty())) {
         out_.push_back(action::PrintFailureSummary{});
       } else {
         print("the job failed: " + end.message);
@@ -312,6 +353,7 @@ struct ActionDescriber {
     return "finish(" + std::to_string(a.exit_status) + (a.impatient ? ", impatient)" : ")");
   }
   std::string operator()(const action::StopLoop&) const { return "stop-loop"; }
+  std::string operator()(const action::CaptureStacks&) const { return "capture-stacks"; }
 };
 }  // namespace
 

@@ -10,11 +10,17 @@
 /// (joining), waiting for the other nodes (this node's workers succeeded), leaving (telling the
 /// others this node goes) or finished. tests/unit/supervisor_test.cpp gives every event in every
 /// phase, as a table.
+///
+/// A hang (--hang-timeout, found by the agent's hang rule) while running: every rank's stacks are
+/// captured (CaptureStacks; StacksCaptured follows), then --hang-action says what happens: report
+/// (nothing more), stop (the workers are stopped and the job fails with the hang in its summary,
+/// whatever restarts are left) or restart (as a failure: a restart while --max-restarts allows).
 #include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "launcher/hang_action.hpp"
 #include "launcher/worker_exit.hpp"
 #include "rendezvous/round_record.hpp"
 
@@ -39,6 +45,7 @@ struct SupervisorState {
   // Fixed for the job.
   bool multi_node = false;
   int max_restarts = 0;
+  HangAction hang_action = HangAction::report;
   std::string node_id;           ///< multi-node: this node's id in the rounds
   std::string node_description;  ///< multi-node: "host (addr)", as messages name this node
 
@@ -58,6 +65,10 @@ struct SupervisorState {
   std::optional<rendezvous::RoundEnd> round_end;  ///< how that round ended, once known
   int leave_status = 0;          ///< leaving: the exit status once the others are told
   int exit_status = 0;           ///< finished: ddprun's exit status
+  bool capturing = false;        ///< a hang's stacks are being captured (CaptureStacks until StacksCaptured)
+  std::string hang_found;        ///< the hang being captured, as said ("no rank made progress for 31 s")
+  std::string hang;              ///< the hang that ended this attempt (stop, restart): a failure of its own
+  int hangs = 0;                 ///< hangs found so far (the status's count)
 };
 
 namespace event {
@@ -92,11 +103,19 @@ struct RendezvousFailed {
 };
 /// Leaving: the store took this node's end of the round, or close_timeout ran out.
 struct LeaveDone {};
+/// No rank made progress for --hang-timeout (the hang rule, once per hang).
+struct HangDetected {
+  double idle_seconds = 0;
+  double timeout_seconds = 0;
+};
+/// The stacks CaptureStacks asked for are captured (and the digest printed, the files written).
+struct StacksCaptured {};
 }  // namespace event
 
 using SupervisorEvent =
     std::variant<event::Started, event::WorkerExited, event::ReapBatchDone, event::StartFailed, event::StopSignal,
-                 event::GroupDone, event::RoundFormed, event::RoundEnded, event::RendezvousFailed, event::LeaveDone>;
+                 event::GroupDone, event::RoundFormed, event::RoundEnded, event::RendezvousFailed, event::LeaveDone,
+                 event::HangDetected, event::StacksCaptured>;
 
 namespace action {
 /// A new worker group for this attempt (state.restart_count; in a round, the round's ranks).
@@ -148,13 +167,15 @@ struct Finish {
 };
 /// A signal while finishing: nobody reads the console; stop now.
 struct StopLoop {};
+/// Capture every rank's stacks, print the digest, write the files; StacksCaptured follows.
+struct CaptureStacks {};
 }  // namespace action
 
 using SupervisorAction =
     std::variant<action::StartGroup, action::StopGroup, action::KillGroup, action::KillRunning, action::RecordFailure,
                  action::ReportFailure, action::MarkFinished, action::JoinRound, action::EnterRound, action::CloseRound,
                  action::Leave, action::LingerStore, action::Print, action::PrintFailureSummary, action::Finish,
-                 action::StopLoop>;
+                 action::StopLoop, action::CaptureStacks>;
 
 /// Applies `event` to `state`; returns what to do, in order.
 std::vector<SupervisorAction> next(SupervisorState& state, const SupervisorEvent& event);

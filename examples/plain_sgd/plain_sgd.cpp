@@ -19,9 +19,10 @@
 ///
 /// `--step-delay-ms N` (default 0) sleeps N ms after each step's all-reduce (not in the one-process
 /// replay), so that a run lasts several seconds without burning CPU: tests kill nodes mid-run.
-/// `--stall-rank R` (default -1: none) makes rank R sleep `--stall-seconds S` (default 3600) in its
-/// first step, before the all-reduce, so that the other ranks wait inside it: a hang, for tests of
-/// ddprun's --hang-timeout (the stall happens in `stall`, a function of its own, so stacks name it).
+/// `--stall-rank R` (default -1: none) makes rank R say so on stderr and sleep `--stall-seconds S`
+/// (default 3600) in its first step, before the all-reduce, so that the other ranks wait inside it:
+/// a hang, for tests of ddprun's --hang-timeout (the stall happens in `stall`, a function of its
+/// own, so stacks name it).
 ///
 /// Output (rank 0): `final_loss=<mean squared error over the data set> max_rel_diff=<...>`; exit
 /// status 0 when within the tolerance, 1 when not (every rank checks), 2 on a usage error.
@@ -65,7 +66,11 @@ struct Settings {
 
 /// A rank that stops taking part: sleeps, while the others wait for it in the all-reduce. Not
 /// inlined, so that a stack shows where the rank stands.
-[[gnu::noinline]] void stall(std::int64_t seconds) { std::this_thread::sleep_for(std::chrono::seconds(seconds)); }
+[[gnu::noinline]] void stall(int rank, std::int64_t seconds) {
+  std::fprintf(stderr, "plain_sgd: rank %d stalls for %lld s (--stall-rank)\n", rank, static_cast<long long>(seconds));
+  std::fflush(stderr);
+  std::this_thread::sleep_for(std::chrono::seconds(seconds));
+}
 
 /// y = x . true_weights + true_bias + noise, rows of `features` values.
 struct DataSet {
@@ -230,7 +235,7 @@ int main(int argc, char** argv) {
     ddprun::DistributedSampler sampler(settings.samples, group->size(), group->rank(), sampling);
     bool stalled = false;
     std::vector<double> weights = train(settings, data, sampler, [&](std::vector<double>& sums) {
-      if (group->rank() == settings.stall_rank && !std::exchange(stalled, true)) stall(settings.stall_seconds);
+      if (group->rank() == settings.stall_rank && !std::exchange(stalled, true)) stall(group->rank(), settings.stall_seconds);
       group->all_reduce(ddprun::buffer_of(sums.data(), sums.size()), ddprun::ReduceOp::sum);
       if (settings.step_delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(settings.step_delay_ms));
     });

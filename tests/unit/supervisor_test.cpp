@@ -102,6 +102,8 @@ SupervisorEvent event_named(const std::string& name) {
   if (name == "rdzv-failed") return event::RendezvousFailed{"lost the rendezvous store", false};
   if (name == "rdzv-failed-told") return event::RendezvousFailed{"node rank 1 is taken", true};
   if (name == "leave-done") return event::LeaveDone{};
+  if (name == "hang") return event::HangDetected{31.2, 30};
+  if (name == "stacks-captured") return event::StacksCaptured{};
   ADD_FAILURE() << "no event " << name;
   return event::Started{};
 }
@@ -136,6 +138,39 @@ void fatal_here_known(SupervisorState& s) {
   s.round_end = RoundEnd{EndKind::fatal, kSelf, "rank 1 failed on node hostA (10.0.0.1) (exit code 3)"};
 }
 void a_second_failure_reaped(SupervisorState& s) { s.reaped_failures.emplace_back(exit_of(0, -SIGSEGV), 0); }
+// A hang found, its stacks being captured, under each --hang-action.
+constexpr const char* kHang = "no rank made progress for 31 s (--hang-timeout 30 s)";
+void capturing(SupervisorState& s) {
+  s.capturing = true;
+  s.hang_found = kHang;
+  s.hangs = 1;
+}
+void capturing_to_stop(SupervisorState& s) {
+  capturing(s);
+  s.hang_action = HangAction::stop;
+}
+void capturing_to_restart(SupervisorState& s) {
+  capturing(s);
+  s.hang_action = HangAction::restart;
+}
+// The workers stopped for a hang (no worker failed).
+void stopped_for_hang(SupervisorState& s, HangAction action) {
+  s.hang_action = action;
+  s.hang = kHang;
+  s.failures = 0;
+  s.first_failed_rank = -1;
+  s.first_failed_exitcode = 0;
+}
+void stopped_for_hang_to_stop(SupervisorState& s) { stopped_for_hang(s, HangAction::stop); }
+void stopped_for_hang_to_restart(SupervisorState& s) { stopped_for_hang(s, HangAction::restart); }
+void stopped_for_hang_no_restart_left(SupervisorState& s) {
+  stopped_for_hang(s, HangAction::restart);
+  s.restart_count = s.max_restarts;
+}
+void stopped_for_hang_fatal_here_known(SupervisorState& s) {
+  stopped_for_hang(s, HangAction::stop);
+  s.round_end = RoundEnd{EndKind::fatal, kSelf, std::string("hang on node hostA (10.0.0.1): ") + kHang};
+}
 constexpr bool single = false;
 constexpr bool multi = true;
 
@@ -160,7 +195,7 @@ TEST(SupervisorTable, EveryRow) {
 /// The event kinds (variant alternatives) and phases every table must cover.
 const std::vector<std::string> kEventsPerKind = {"started",    "exit-failed", "reap-batch-done", "start-failed",
                                                  "sigint",     "group-done",  "round-formed",    "round-4-failed",
-                                                 "rdzv-failed", "leave-done"};
+                                                 "rdzv-failed", "leave-done", "hang",            "stacks-captured"};
 const Phase kPhases[] = {P::starting, P::joining, P::running, P::stopping_after_failure, P::stopping_for_round_end,
                          P::stopping_for_signal, P::waiting_for_others, P::leaving, P::finished};
 
@@ -242,6 +277,56 @@ TEST(SupervisorLife, MultiNodeFailureHereRestartsEveryNodeThroughANewRound) {
   EXPECT_EQ(s.restart_count, 1);
 }
 
+TEST(SupervisorLife, HangReportedTwiceThenStoppedEndsTheJobWhateverRestartsAreLeft) {
+  SupervisorState s;
+  s.max_restarts = 3;
+  s.hang_action = HangAction::stop;
+  EXPECT_EQ(life(s, {event::Started{}, event::HangDetected{30.4, 30}, event::HangDetected{31.4, 30},
+                     event::StacksCaptured{}, event::StacksCaptured{},
+                     event::WorkerExited{exit_of(0, -SIGTERM, SIGTERM), 0}, event::ReapBatchDone{}, event::GroupDone{}}),
+            (std::vector<std::string>{
+                "start",
+                "print(hang: no rank made progress for 30 s (--hang-timeout 30 s); capturing every rank's stacks) | capture-stacks",
+                "",
+                "print(hang: stopping the workers (--hang-action stop)) | stop(SIGTERM)",
+                "",
+                "",
+                "",
+                "summary | finish(1)",
+            }));
+  EXPECT_EQ(s.hangs, 1);
+  EXPECT_EQ(s.exit_status, 1);
+}
+
+TEST(SupervisorLife, HangRestartsUntilNoneAreLeftAndAReportedHangOnlyReports) {
+  SupervisorState s;
+  s.max_restarts = 1;
+  s.hang_action = HangAction::restart;
+  EXPECT_EQ(life(s, {event::Started{}, event::HangDetected{12, 10}, event::StacksCaptured{}, event::GroupDone{},
+                     event::HangDetected{10, 10}, event::StacksCaptured{}, event::GroupDone{}}),
+            (std::vector<std::string>{
+                "start",
+                "print(hang: no rank made progress for 12 s (--hang-timeout 10 s); capturing every rank's stacks) | capture-stacks",
+                "print(hang: stopping the workers (--hang-action restart)) | stop(SIGTERM)",
+                "print(hang: no rank made progress for 12 s (--hang-timeout 10 s); restarting the worker group, restart 1 of 1) | start",
+                "print(hang: no rank made progress for 10 s (--hang-timeout 10 s); capturing every rank's stacks) | capture-stacks",
+                "print(hang: stopping the workers (--hang-action restart)) | stop(SIGTERM)",
+                "summary | finish(1)",
+            }));
+  SupervisorState reported;
+  EXPECT_EQ(life(reported, {event::Started{}, event::HangDetected{12, 10}, event::StacksCaptured{},
+                            event::HangDetected{15, 10}, event::StacksCaptured{}, event::GroupDone{}}),
+            (std::vector<std::string>{
+                "start",
+                "print(hang: no rank made progress for 12 s (--hang-timeout 10 s); capturing every rank's stacks) | capture-stacks",
+                "",
+                "print(hang: no rank made progress for 15 s (--hang-timeout 10 s); capturing every rank's stacks) | capture-stacks",
+                "",
+                "finish(0)",
+            }));
+  EXPECT_EQ(reported.hangs, 2);
+}
+
 TEST(SupervisorLife, SecondSignalWhileLeavingDoesNotWaitForTheStore) {
   SupervisorState s;
   s.multi_node = true;
@@ -266,7 +351,8 @@ TEST(SupervisorTable, PrintWhenAsked) {
   const std::vector<std::string> events = {"started",      "exit-failed",   "exit-ok",          "exit-by-our-stop",
                                            "reap-batch-done", "start-failed", "sigint",          "group-done",
                                            "round-formed", "round-4-failed", "round-4-finished", "round-3-lost",
-                                           "rdzv-failed",  "rdzv-failed-told", "leave-done"};
+                                           "rdzv-failed",  "rdzv-failed-told", "leave-done", "hang",
+                                           "stacks-captured"};
   for (bool m : {single, multi}) {
     for (Phase phase : kPhases) {
       if (!m && (phase == P::joining || phase == P::stopping_for_round_end || phase == P::waiting_for_others ||
