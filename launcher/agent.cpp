@@ -14,6 +14,8 @@
 #include "launcher/console.hpp"
 #include "launcher/error_file.hpp"
 #include "launcher/errors.hpp"
+#include "launcher/event_log.hpp"
+#include "launcher/failure_rule.hpp"
 #include "launcher/forward_rule.hpp"
 #include "launcher/guardian.hpp"
 #include "launcher/hang_rule.hpp"
@@ -111,6 +113,7 @@ int Agent::run() {
   plan_.env[kGuardianMarkVariable] = marker;
   guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
   console_.emplace(io_);
+  open_event_log();
   set_up_terminals();
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
@@ -143,6 +146,7 @@ int Agent::run() {
 
   if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
 
+  record_job_started();
   try {
     dispatch(event::Started{});
     io_.run();
@@ -256,6 +260,7 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
 
 void Agent::start_attempt() {
   if (!plan_.config.topology.multi_node) attempt_ = state_.restart_count;
+  record_restart();
   failures_.clear();
   attempt_log_files_.clear();
   error_files_.clear();
@@ -282,6 +287,7 @@ void Agent::start_attempt() {
   handlers.on_log_error = [this](const LogWriteError& error) { on_log_error(error); };
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
+    if (local_rank_starting_) record_worker_started(*std::exchange(local_rank_starting_, std::nullopt), pgid);
     if (being_started_) {  // -v: the worker just prepared is the one started (WorkerGroup::spawn_batch)
       print_line(describe_worker_start(being_started_->local_rank, being_started_->rank, pgid, being_started_->argv));
       being_started_.reset();
@@ -312,6 +318,7 @@ void Agent::start_attempt() {
     worker.spec.progress_file = (dir / "progress").string();
     add_python_hooks(worker.spec, dir);
     error_files_.at(i) = worker.spec.error_file;
+    local_rank_starting_ = worker.spec.local_rank;
     worker.routes = open_routes(worker.spec.local_rank, dir);
     if (plan_.config.verbose) being_started_ = worker.spec;
     return worker;
@@ -340,6 +347,7 @@ void Agent::wait_child_exits() {
 void Agent::on_worker_exit(const WorkerExit& exit) {
   if (guardian_) guardian_->forget(exit.pid);
   if (stdin_) stdin_->remove_target(exit.pid);
+  record_worker_exited(exit);
   dispatch(event::WorkerExited{exit, rank_base_ + exit.local_rank});
 }
 
@@ -398,6 +406,8 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
 }
 
 void Agent::finish(bool impatient) {
+  record_event({.kind = JobEventKind::job_finished,
+                .detail = {{"exit_status", state_.exit_status}, {"restarts", state_.restart_count}}});
   if (!log_errors_.empty()) {
     const LogWriteError& first = log_errors_.front();
     print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +
@@ -407,7 +417,11 @@ void Agent::finish(bool impatient) {
   // The last lines (a summary, the workers' last output) go out before ddprun exits, as all of
   // them do: a paused pager gets them when it resumes. The wait never blocks the loop, so a signal
   // ends it: then the user wants ddprun gone, and a stalled console gets a moment only.
-  console_->when_drained([this] { io_.stop(); });
+  console_->when_drained([this] {
+    // The job's last events reach a slow reader of --events too, if it takes them soon.
+    if (!event_log_) return io_.stop();
+    event_log_->when_drained([this] { io_.stop(); }, std::chrono::seconds(2));
+  });
   if (impatient) give_up_on_a_stalled_console();
 }
 

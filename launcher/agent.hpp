@@ -38,6 +38,7 @@ class StoreServer;
 
 namespace ddprun::launcher {
 
+class EventLog;
 class Guardian;
 class JobCgroup;
 class StdinForwarder;
@@ -112,6 +113,13 @@ class Agent {
   void record_round_events(const rendezvous::RoundDecision& decision);
   /// A round ended for a node lost or gone: node_lost, now rather than at the next round.
   void record_round_end(const rendezvous::RoundEnd& end);
+  /// --events FILE: opened before anything starts (an unusable file fails the job at once).
+  void open_event_log();
+  void record_job_started();
+  /// A worker group that is not this agent's first: restart, with its count and why.
+  void record_restart();
+  void record_worker_started(int local_rank, pid_t pid);
+  void record_worker_exited(const WorkerExit& exit);
 
   // Multi-node (agent_rounds.cpp).
   void start_rendezvous();
@@ -231,12 +239,14 @@ class Agent {
 
   // Job events (agent_events.cpp).
   RecentEvents recent_events_;  ///< always kept: the status endpoint's timeline
+  std::unique_ptr<EventLog> event_log_;  ///< --events FILE
   std::vector<JobEventSink*> event_sinks_;
   int event_node_rank_ = 0;  ///< what record_event stamps: this node's rank as last known
   std::optional<int> local_rank_starting_;  ///< the worker just prepared, whose pid on_spawned tells
   std::optional<rendezvous::RoundDecision> last_round_;  ///< multi-node: the nodes of the last round
   std::vector<std::string> nodes_said_lost_;  ///< ids of that round's nodes already recorded lost
-  std::string restart_reason_;  ///< multi-node: why the last round ended (a failure), for the restart event
+  std::string restart_reason_;  ///< multi-node: why the last round ended, for the restart event
+  bool started_a_group_ = false;  ///< a worker group was started before: the next one is a restart
 };
 
 }  // namespace ddprun::launcher

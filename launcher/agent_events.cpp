@@ -2,10 +2,17 @@
 /// status endpoint's ring), and the rounds' node events, worked out from what the rendezvous layer
 /// tells the agent (a decision, a round's end). The calls that record the rest sit where the thing
 /// happens (agent.cpp, agent_rounds.cpp).
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
+#include <utility>
 
 #include "launcher/agent.hpp"
+#include "launcher/agent_support.hpp"
+#include "launcher/event_log.hpp"
+#include "launcher/worker_group.hpp"
+#include "launcher/failure_rule.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -61,9 +68,10 @@ void Agent::record_round_events(const rendezvous::RoundDecision& decision) {
 
 void Agent::record_round_end(const rendezvous::RoundEnd& end) {
   using rendezvous::EndKind;
-  if (end.kind == EndKind::failure) restart_reason_ = end.message;
+  restart_reason_ = end.message;
   if (end.kind != EndKind::lost && end.kind != EndKind::left) return;
-  if (!last_round_) return;
+  // This node's own leaving is its job_finished; and a round's end it wrote itself comes back to it.
+  if (!last_round_ || end.node == state_.node_id) return;
   const int rank = last_round_->group_rank_of(end.node);
   if (rank < 0) return;
   if (std::find(nodes_said_lost_.begin(), nodes_said_lost_.end(), end.node) != nodes_said_lost_.end()) return;
@@ -74,6 +82,62 @@ void Agent::record_round_end(const rendezvous::RoundEnd& end) {
   lost.detail["reason"] = end.message;
   lost.detail["how"] = std::string(rendezvous::end_kind_name(end.kind));
   record_event(std::move(lost));
+}
+
+void Agent::open_event_log() {
+  if (plan_.config.events_file.empty()) return;
+  event_log_ = std::make_unique<EventLog>(io_, plan_.config.events_file, [](const std::string& line) { print_line(line); });
+  add_event_sink(event_log_.get());
+}
+
+void Agent::record_job_started() {
+  const LaunchConfig& config = plan_.config;
+  if (config.topology.multi_node) {
+    event_node_rank_ = config.rendezvous.is_static ? config.topology.node_rank : -1;  // until a round says
+  }
+  record_event({.kind = JobEventKind::job_started,
+                .detail = {{"run_id", config.rdzv_id},
+                           {"host", plan_.hostname},
+                           {"agent_pid", static_cast<int>(::getpid())},
+                           {"nproc", config.topology.nproc_per_node},
+                           {"nnodes", std::to_string(config.topology.min_nodes) + ":" +
+                                          std::to_string(config.topology.max_nodes)},
+                           {"max_restarts", config.max_restarts},
+                           {"command", plan_.command.argv}}});
+}
+
+void Agent::record_restart() {
+  if (!std::exchange(started_a_group_, true)) return;
+  JobEvent restart{.kind = JobEventKind::restart, .detail = {{"restart_count", state_.restart_count}}};
+  if (plan_.config.topology.multi_node) {
+    restart.detail["round"] = attempt_;
+    restart.detail["reason"] = restart_reason_;
+  } else if (!failures_.empty()) {  // the last attempt's, described before they are cleared
+    const WorkerFailure& first = failures_.front();
+    restart.detail["reason"] = "rank " + std::to_string(first.rank) + " failed (" + describe_exitcode(first.exitcode) + ")";
+  }
+  record_event(std::move(restart));
+}
+
+void Agent::record_worker_started(int local_rank, pid_t pid) {
+  record_event({.kind = JobEventKind::worker_started,
+                .rank = rank_base_ + local_rank,
+                .pid = pid,
+                .detail = {{"local_rank", local_rank}, {"attempt", attempt_}}});
+}
+
+void Agent::record_worker_exited(const WorkerExit& exit) {
+  JobEvent exited{.kind = JobEventKind::worker_exited,
+                  .rank = rank_base_ + exit.local_rank,
+                  .pid = exit.pid,
+                  .detail = {{"local_rank", exit.local_rank},
+                             {"attempt", attempt_},
+                             {"exitcode", exit.exitcode},
+                             {"description", describe_exitcode(exit.exitcode)},
+                             // Whether this exit is a failure of its own, or the end ddprun gave it.
+                             {"failed", failed_on_its_own(exit.exitcode, exit.stop_signal_sent, exit.kill_sent)}}};
+  if (exit.stop_signal_sent != 0) exited.detail["stop_signal_sent"] = exit.stop_signal_sent;
+  record_event(std::move(exited));
 }
 
 }  // namespace ddprun::launcher

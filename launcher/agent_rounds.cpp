@@ -104,7 +104,10 @@ void Agent::start_rendezvous() {
 
   rendezvous::NodeMembership::Events events;
   events.on_round = [this](const RoundDecision& decision) { dispatch(event::RoundFormed{decision}); };
-  events.on_round_end = [this](int round, const RoundEnd& end) { dispatch(event::RoundEnded{round, end}); };
+  events.on_round_end = [this](int round, const RoundEnd& end) {
+    record_round_end(end);
+    dispatch(event::RoundEnded{round, end});
+  };
   events.on_error = [this](const std::string& message, bool told_to_every_node) {
     dispatch(event::RendezvousFailed{message, told_to_every_node});
   };
@@ -169,6 +172,14 @@ void Agent::enter_round(const RoundDecision& decision) {
   }
   next_worker_store_.reset();
   membership_->watch(decision);
+  event_node_rank_ = group_rank_;
+  record_event({.kind = JobEventKind::round_formed,
+                .detail = {{"round", decision.round},
+                           {"nodes", group_world_size_},
+                           {"world_size", world_size_},
+                           {"restart_count", decision.restart_count},
+                           {"group_rank", group_rank_}}});
+  record_round_events(decision);
   const int restart_count = decision.restart_count;
   print_line("round " + std::to_string(decision.round) + ": " + std::to_string(group_world_size_) +
              " node(s), world size " + std::to_string(world_size_) + "; this node is group rank " +

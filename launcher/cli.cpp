@@ -395,6 +395,10 @@ void fill_output(LaunchConfig& config, const Settings& settings) {
         *raw, {{"none", StdinTarget::none}, {"rank0", StdinTarget::rank0}, {"all", StdinTarget::all}});
   }
   config.verbose = settings.flag(Option::verbose) || loglevel_is_verbose(settings.environment());
+  if (auto raw = settings.get(Option::events)) {
+    require_non_empty(raw->value, raw->label);
+    config.events_file = raw->value;
+  }
 }
 
 }  // namespace

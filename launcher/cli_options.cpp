@@ -54,6 +54,8 @@ constexpr std::array kOptions{
                "workers that read ddprun's stdin; the others get /dev/null"},
     OptionSpec{Option::verbose, "verbose", 'v', "", "off", Group::output,
                "say what the launcher does (config, rendezvous, each start); also LOGLEVEL=INFO"},
+    OptionSpec{Option::events, "events", 0, "FILE", "none", Group::output,
+               "append the job's events to FILE as JSON Lines (ddprun trace FILE: a timeline)"},
     OptionSpec{Option::module, "module", 'm', "", "off", Group::program, "run python -u -m PROGRAM (PROGRAM is a module)"},
     OptionSpec{Option::no_python, "no-python", 0, "", "off", Group::program, "exec PROGRAM directly, not through python"},
     OptionSpec{Option::run_path, "run-path", 0, "", "off", Group::program, "accepted for torchrun; runs PROGRAM with python"},

@@ -131,6 +131,7 @@ struct LaunchConfig {
   StatusMode status = StatusMode::automatic;
   double status_interval_s = 0;  ///< `--status-interval`: a status line every so many seconds; 0 = none
   bool verbose = false;  ///< `-v` or LOGLEVEL=INFO/DEBUG: print the config, the rendezvous, each start
+  std::string events_file;  ///< `--events FILE`: the job's events as JSON Lines; empty = none
 
   // Program.
   ProgramMode mode = ProgramMode::python_script;
