@@ -3,18 +3,22 @@
 
 Usage: bench/launcher_bench.py [FILTER] [options]       (stdlib only; see docs/performance.md)
 
-FILTER is a substring of a benchmark name (launch, restart, cpu); empty runs all of them.
+FILTER is a substring of a benchmark name (launch, restart, cpu, status); empty runs all of them.
 Every benchmark prints one summary line per comparison,
     <name>  ddprun median X ms  torchrun-anchor median Y ms  ratio Zx (goal ...)
 followed by indented detail lines (min/max/n). Exits non-zero if any launcher run fails.
 """
 import argparse
+import fcntl
 import os
+import pty
 import signal
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import termios
 import threading
 import time
 from pathlib import Path
@@ -398,6 +402,96 @@ def bench_cpu(a):
                 f"; while all workers sleep {fmt(steady)} ms; utime+stime {fmt(ticks)} ms")
 
 
+def on_a_terminal(cmd, window_s, workers, worker_comm):
+    """The launcher's own CPU (ms) over window_s seconds once `workers` processes named worker_comm
+    run, with its stdout and stderr on a pty (a terminal, 120x40, read and thrown away as it comes).
+
+    Returns (cpu ms over the window, the bytes it wrote to the terminal over the whole run, the text).
+    """
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    env = dict(os.environ, TERM="xterm")
+    env.pop("NO_COLOR", None)
+    proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    chunks = []
+
+    def drain():
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: every writer closed the pty
+                return
+            if not data:
+                return
+            chunks.append(data)
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        deadline = time.monotonic() + 120
+        while sum(c == worker_comm for c in descendants(proc.pid).values()) < workers:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise BenchError(f"workers not up: {' '.join(cmd)}\n{b''.join(chunks)[-2000:].decode(errors='replace')}")
+            time.sleep(0.01)
+        t_up, cpu_up = time.monotonic(), proc_cpu_ns(proc.pid)
+        time.sleep(max(0.0, t_up + window_s - time.monotonic()))
+        cpu = proc_cpu_ns(proc.pid) - cpu_up
+    except BaseException:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        raise
+    reap(proc, cmd, 120)
+    reader.join(10)
+    os.close(master)
+    text = b"".join(chunks).decode(errors="replace")
+    if proc.returncode != 0:
+        raise BenchError(f"launcher failed (exit {proc.returncode}): {' '.join(cmd)}\n{text[-2000:]}")
+    return ms(cpu), sum(map(len, chunks)), text
+
+
+def bench_status_cpu(a):
+    """Launcher CPU per 10 s with 8 workers each reporting progress 1,000 times a second, on a
+    terminal: the status block on (--status on) against off (--status off), and status lines each
+    second (--status-interval 1, block off), interleaved in one run."""
+    if not os.access(a.progress_worker, os.X_OK):
+        raise BenchError(f"no progress worker at {a.progress_worker} (build it: scripts/build.sh)")
+    w = a.status_window
+    work = [a.progress_worker, "--rate", "1000", "--seconds", f"{w + 4:g}", "--summary", "1"]
+    base = [a.ddprun, "--standalone", "--nproc-per-node", str(NPROC)]
+    variants = [
+        ("status block on", base + ["--status", "on", "--no-python", *work]),
+        ("status off", base + ["--status", "off", "--no-python", *work]),
+        ("status lines each second", base + ["--status", "off", "--status-interval", "1", "--no-python", *work]),
+    ]
+    comm = Path(a.progress_worker).name[:15]  # /proc/PID/stat's comm: 15 characters at most
+    results = {label: [] for label, _ in variants}
+    written = {label: [] for label, _ in variants}
+    reports = []
+    for _ in range(a.status_runs):
+        for label, cmd in variants:
+            cpu, nbytes, text = on_a_terminal(cmd, w, NPROC, comm)
+            results[label].append(cpu * 10.0 / w)
+            written[label].append(nbytes)
+            for line in text.splitlines():
+                if "progress_worker rank" in line and " reports in " in line:
+                    n, secs = line.split(": ", 1)[1].split(" reports in ")
+                    reports.append(int(n) / float(secs.split()[0]))
+    name = "status_cpu_8x_progress1000"
+    print(f"# {name}: launcher CPU (schedstat) per 10 s over a {w:g} s window while 8 workers each report "
+          f"progress 1,000 times a second; stdout and stderr on a pty (120x40)", flush=True)
+    on, off = statistics.median(results["status block on"]), statistics.median(results["status off"])
+    print(f"{name}  status on median {fmt(on)} ms  status off median {fmt(off)} ms  "
+          f"difference {on - off:+.2f} ms per 10 s (goal: status on < 10 ms)", flush=True)
+    for label, _ in variants:
+        details(label, results[label], f"; wrote {statistics.median(written[label]) / 1024:.0f} KiB to the terminal")
+    if reports:
+        print(f"    each worker's reports: median {statistics.median(reports):.0f}/s "
+              f"(min {min(reports):.0f}/s, n={len(reports)})", flush=True)
+
+
 BENCHMARKS = {
     "launch_teardown_8x_true": bench_launch,
     "launch_teardown_8x_true_pty": bench_launch_pty,
@@ -407,6 +501,7 @@ BENCHMARKS = {
     "guardian_cost": bench_guardian_cost,
     "sigterm_stalled_console": bench_stalled_console,
     "sigterm_during_start_2000": bench_start_2000,
+    "status_cpu_8x_progress1000": bench_status_cpu,
 }
 
 
@@ -432,6 +527,10 @@ def main():
                    help="an earlier ddprun binary for the 'baseline' benchmark")
     p.add_argument("--baseline-runs", type=int, default=30)
     p.add_argument("--stop-runs", type=int, default=3, help="runs of each sigterm_* benchmark")
+    p.add_argument("--progress-worker", default=env("PROGRESS_WORKER", str(REPO / "build/tests/progress_worker")),
+                   help="the progress-reporting worker of status_cpu (tests/integration/progress_worker.cpp)")
+    p.add_argument("--status-window", type=float, default=10.0, help="seconds status_cpu measures each run")
+    p.add_argument("--status-runs", type=int, default=3, help="runs of each status_cpu variant")
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
 

@@ -32,24 +32,28 @@ bool to_integer(std::string_view token, T& value) {
   return ec == std::errc() && end == token.data() + token.size();
 }
 
-/// Reads a small /proc file whole into `buffer`; the bytes read, or nothing when it cannot.
-std::optional<std::string_view> read_small(const std::string& path, std::array<char, 4096>& buffer) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  // /proc gives a small file whole to one read that has room for it: read again only when full.
+/// Reads a small /proc file from its start into `buffer` through `fd`; the bytes read, or nothing
+/// when it cannot (ESRCH: the process is gone). /proc gives a small file whole to one read that has
+/// room for it: read again only when full.
+std::optional<std::string_view> read_at_start(int fd, std::array<char, 4096>& buffer) {
   std::size_t total = 0;
   for (;;) {
-    ssize_t n = ::read(fd, buffer.data() + total, buffer.size() - total);
-    if (n < 0) {
-      ::close(fd);
-      return std::nullopt;  // ESRCH: the process went between the open and the read
-    }
+    ssize_t n = ::pread(fd, buffer.data() + total, buffer.size() - total, static_cast<off_t>(total));
+    if (n < 0) return std::nullopt;
     const std::size_t room = buffer.size() - total;
     total += static_cast<std::size_t>(n);
     if (n == 0 || static_cast<std::size_t>(n) < room || total == buffer.size()) break;
   }
-  ::close(fd);
   return std::string_view(buffer.data(), total);
+}
+
+int open_proc_file(const std::string& path) { return ::open(path.c_str(), O_RDONLY | O_CLOEXEC); }
+
+/// Opens, reads and closes `path`.
+std::optional<std::string_view> read_small(const std::string& path, std::array<char, 4096>& buffer) {
+  UniqueFd fd(open_proc_file(path));
+  if (fd.get() < 0) return std::nullopt;
+  return read_at_start(fd.get(), buffer);
 }
 
 }  // namespace
@@ -96,15 +100,31 @@ std::vector<pid_t> parse_children(std::string_view text) {
 ProcessTree::ProcessTree(pid_t root, std::string proc_root)
     : root_(root), proc_root_(std::move(proc_root)), page_size_(static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE))) {}
 
-std::optional<ProcStat> ProcessTree::read_stat(pid_t pid) const {
+std::optional<ProcStat> ProcessTree::read_stat(pid_t pid) {
   std::array<char, 4096> buffer;
-  auto text = read_small(proc_root_ + "/" + std::to_string(pid) + "/stat", buffer);
+  const std::string path = proc_root_ + "/" + std::to_string(pid) + "/stat";
+  std::optional<std::string_view> text;
+  if (pid == root_) {
+    // The root's file stays open: one pread a sample instead of open, read and close. The open file
+    // is the process's own, so a reused pid never reads as it (the read fails once it is gone).
+    if (root_stat_.get() < 0) root_stat_ = UniqueFd(open_proc_file(path));
+    if (root_stat_.get() >= 0) text = read_at_start(root_stat_.get(), buffer);
+  } else {
+    text = read_small(path, buffer);
+  }
   return text ? parse_proc_stat(*text) : std::nullopt;
 }
 
-std::vector<pid_t> ProcessTree::read_children(pid_t pid, pid_t tid) const {
+std::vector<pid_t> ProcessTree::read_children(pid_t pid, pid_t tid) {
   std::array<char, 4096> buffer;
-  auto text = read_small(proc_root_ + "/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/children", buffer);
+  const std::string path = proc_root_ + "/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/children";
+  std::optional<std::string_view> text;
+  if (pid == root_ && tid == root_) {
+    if (root_children_.get() < 0) root_children_ = UniqueFd(open_proc_file(path));
+    if (root_children_.get() >= 0) text = read_at_start(root_children_.get(), buffer);
+  } else {
+    text = read_small(path, buffer);
+  }
   return text ? parse_children(*text) : std::vector<pid_t>{};
 }
 

@@ -19,6 +19,8 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/unique_fd.hpp"
+
 namespace ddprun::launcher {
 
 /// The fields of /proc/PID/stat the monitor reads. Times in clock ticks (sysconf(_SC_CLK_TCK)).
@@ -48,7 +50,7 @@ struct TreeSample {
   int processes = 0;
 };
 
-/// One worker's tree, sampled on demand. Not thread-safe; cheap to keep per worker.
+/// One worker's tree, sampled on demand. Not thread-safe; cheap to keep per worker (two open files).
 class ProcessTree {
  public:
   static constexpr int kFullScanEvery = 10;
@@ -66,8 +68,8 @@ class ProcessTree {
     pid_t pid;
     std::uint64_t starttime;
   };
-  std::optional<ProcStat> read_stat(pid_t pid) const;
-  std::vector<pid_t> read_children(pid_t pid, pid_t tid) const;
+  std::optional<ProcStat> read_stat(pid_t pid);
+  std::vector<pid_t> read_children(pid_t pid, pid_t tid);
   std::vector<pid_t> read_threads(pid_t pid) const;
 
   pid_t root_;
@@ -75,6 +77,10 @@ class ProcessTree {
   std::uint64_t page_size_;
   long samples_ = 0;
   std::vector<Known> off_main_;  ///< processes forked by a thread other than their parent's main thread
+  // The root's stat and main-thread children files, kept open (most workers are one process: a
+  // sample is then two reads); the others are opened at each sample.
+  UniqueFd root_stat_;
+  UniqueFd root_children_;
 };
 
 }  // namespace ddprun::launcher

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up, build, and run the benchmarks, each against its PyTorch anchor in the same run:
-#   launcher  (bench/launcher_bench.py):  ddprun against torchrun-anchor
+#   launcher  (bench/launcher_bench.py):  ddprun against torchrun-anchor; and the status monitor's
+#             cost (status_cpu: ddprun with its status block on against off)
 #   store     (bench/store_bench.py):     ddprun-store against PyTorch 1.13's TCPStore server
 #   allreduce (bench/allreduce_bench.py): ddprun::runtime's gloo all_reduce against PyTorch's gloo
 #   train     (bench/train_bench.py):     Fashion-MNIST on ddprun::torch against Python DDP
@@ -64,6 +65,7 @@ for harness in "${selected[@]}"; do
     launcher)
       "$py" bench/launcher_bench.py "$filter" \
         --ddprun "$build_dir/bin/ddprun" --probe "$build_dir/bin/restart_probe" --anchor "$anchor" \
+        --progress-worker "$build_dir/tests/progress_worker" \
         ${launcher_args[@]+"${launcher_args[@]}"} || status=1 ;;
     store)
       "$py" bench/store_bench.py "$filter" \

@@ -3,11 +3,12 @@
 /// status benchmark (bench/launcher_bench.py status_cpu).
 ///
 ///   progress_worker [--rate HZ] [--seconds S] [--slow-rank R --slow-factor F] [--print-every N]
-///                   [--batch B]
+///                   [--batch B] [--summary 1]
 ///
 /// Reports step 1, 2, ... HZ times a second (default 100) for S seconds (default 5), with
 /// samples = step * B (default 32) and the text "step N"; rank R (RANK) reports at HZ * F instead.
-/// With --print-every N it prints "rank R step N" (flushed) every N steps. Exits 0.
+/// With --print-every N it prints "rank R step N" (flushed) every N steps; with --summary 1, at the
+/// end, "progress_worker rank R: N reports in S s" (the rate it kept up). Exits 0.
 #include <time.h>
 
 #include <cstdint>
@@ -41,6 +42,7 @@ int main(int argc, char** argv) {
   double slow_factor = 1;
   long print_every = 0;
   long batch = 32;
+  bool summary = false;
   for (int i = 1; i + 1 < argc; i += 2) {
     std::string flag = argv[i];
     const char* value = argv[i + 1];
@@ -56,6 +58,8 @@ int main(int argc, char** argv) {
       print_every = std::atol(value);
     } else if (flag == "--batch") {
       batch = std::atol(value);
+    } else if (flag == "--summary") {
+      summary = std::atoi(value) != 0;
     } else {
       std::fprintf(stderr, "progress_worker: unknown flag %s\n", flag.c_str());
       return 2;
@@ -69,7 +73,8 @@ int main(int argc, char** argv) {
   const std::int64_t start = now_ns();
   const std::int64_t end = start + static_cast<std::int64_t>(seconds * 1e9);
   char text[32];
-  for (std::int64_t step = 1;; ++step) {
+  std::int64_t step = 1;
+  for (;; ++step) {
     const std::int64_t due = start + step * period;
     if (due > end) break;
     sleep_until(due);
@@ -79,6 +84,10 @@ int main(int argc, char** argv) {
       std::printf("rank %d step %lld\n", rank, static_cast<long long>(step));
       std::fflush(stdout);
     }
+  }
+  if (summary) {
+    std::printf("progress_worker rank %d: %lld reports in %.3f s\n", rank, static_cast<long long>(step - 1),
+                static_cast<double>(now_ns() - start) / 1e9);
   }
   return 0;
 }
