@@ -69,9 +69,12 @@ TEST(Status, NoIntervalNoLines) {
 }
 
 TEST(Status, ASlowerRankIsNamedAStraggler) {
-  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "4", "--status-interval", "1", "--no-python",
-                                kProgressWorker, "--rate", "100", "--seconds", "14", "--slow-rank", "2", "--slow-factor",
-                                "0.4"});
+  TempDir tmp;
+  const std::string events = (tmp.path() / "events.jsonl").string();
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "4", "--status-interval", "1", "--events", events,
+                                "--no-python", kProgressWorker, "--rate", "100", "--seconds", "14", "--slow-rank", "2",
+                                "--slow-factor", "0.4"},
+                               {});
   ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
   EXPECT_NE(outcome.err.find("ddprun: rank 2 is a straggler: "), std::string::npos) << outcome.err;
   for (int r : {0, 1, 3}) {
@@ -80,6 +83,16 @@ TEST(Status, ASlowerRankIsNamedAStraggler) {
   bool in_a_status_line = false;
   for (const auto& line : status_lines(outcome.err)) in_a_status_line |= line.find("stragglers: 2") != std::string::npos;
   EXPECT_TRUE(in_a_status_line) << outcome.err;
+  // The event log has it, once, for rank 2.
+  std::string log = read_file(events);
+  int straggler_events = 0;
+  for (const auto& line : split_lines(log)) {
+    if (line.find("\"event\":\"straggler\"") == std::string::npos) continue;
+    ++straggler_events;
+    EXPECT_NE(line.find("\"rank\":2"), std::string::npos) << line;
+    EXPECT_NE(line.find("\"median_steps_per_second\""), std::string::npos) << line;
+  }
+  EXPECT_EQ(straggler_events, 1) << log;
 }
 
 /// A tmux session of its own (its own server), 100x40, running `command`; killed when it goes.
