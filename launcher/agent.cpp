@@ -24,6 +24,7 @@
 #include "launcher/reaper.hpp"
 #include "launcher/signal_names.hpp"
 #include "launcher/stack_capture.hpp"
+#include "launcher/status_endpoint.hpp"
 #include "launcher/status_monitor.hpp"
 #include "launcher/stdin_forwarder.hpp"
 #include "launcher/terminal_window.hpp"
@@ -142,6 +143,7 @@ int Agent::run() {
     start_store();
   }
   logs_.emplace(config.log_dir, config.rdzv_id);
+  start_status_endpoint();
   if (config.verbose) print_launch_config();
 
   if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
@@ -172,6 +174,7 @@ int Agent::run() {
 }
 
 void Agent::clean_up() {
+  endpoint_.reset();  // its socket and registry entry go with the job
   kill_remaining_children(guardian_ ? guardian_->pid() : 0);
   cgroup_.reset();  // what left our tree for good (under another subreaper) is still in the cgroup
   stdin_.reset();   // ddprun's terminal back in its own mode, whatever the way out
@@ -406,8 +409,7 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
 }
 
 void Agent::finish(bool impatient) {
-  record_event({.kind = JobEventKind::job_finished,
-                .detail = {{"exit_status", state_.exit_status}, {"restarts", state_.restart_count}}});
+  record_job_finished();
   if (!log_errors_.empty()) {
     const LogWriteError& first = log_errors_.front();
     print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +

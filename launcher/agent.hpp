@@ -56,6 +56,7 @@ struct AgentPlan {
 
 class StatusMonitor;
 struct NodeStatus;
+struct StatusEndpoint;
 class HangRule;
 class StackCapture;
 struct CapturedRank;
@@ -116,6 +117,7 @@ class Agent {
   /// --events FILE: opened before anything starts (an unusable file fails the job at once).
   void open_event_log();
   void record_job_started();
+  void record_job_finished();
   /// A worker group that is not this agent's first: restart, with its count and why.
   void record_restart();
   void record_worker_started(int local_rank, pid_t pid);
@@ -247,6 +249,16 @@ class Agent {
   std::vector<std::string> nodes_said_lost_;  ///< ids of that round's nodes already recorded lost
   std::string restart_reason_;  ///< multi-node: why the last round ended, for the restart event
   bool started_a_group_ = false;  ///< a worker group was started before: the next one is a restart
+
+  // Status endpoint (agent_endpoint.cpp): the run's Unix socket that `ddprun status` reads, the
+  // run's registry entry, --status-port.
+  class EndpointView;
+  /// Serves the endpoint and registers the run; once the log folder exists (the socket goes in it).
+  /// Throws LaunchError when --status-port cannot be had.
+  void start_status_endpoint();
+  /// The status monitor, made now when nothing had asked for samples before.
+  void ensure_status_samples();
+  std::unique_ptr<StatusEndpoint> endpoint_;
 };
 
 }  // namespace ddprun::launcher

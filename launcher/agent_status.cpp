@@ -28,7 +28,8 @@ std::chrono::milliseconds sample_interval(double status_interval_s) {
 }  // namespace
 
 bool Agent::status_wanted() const {
-  return status_block_ || plan_.config.status_interval_s > 0 || plan_.config.hang_timeout_s > 0;
+  return status_block_ || plan_.config.status_interval_s > 0 || plan_.config.hang_timeout_s > 0 ||
+         plan_.config.status_port.has_value();
 }
 
 void Agent::start_status() {

@@ -18,6 +18,7 @@
 #include "launcher/devices.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/program.hpp"
+#include "launcher/status_request.hpp"
 #include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
 #include "rendezvous/store_error.hpp"
@@ -401,6 +402,22 @@ void fill_output(LaunchConfig& config, const Settings& settings) {
   }
 }
 
+/// --status-port and --status-host; after the store token, which an endpoint beyond loopback needs.
+void fill_status_endpoint(LaunchConfig& config, const Settings& settings) {
+  if (auto raw = settings.get(Option::status_port)) {
+    config.status_port = integer_in(raw->value, raw->label, 0, 65535, "is not a port number (0..65535)");
+  }
+  auto host = settings.get(Option::status_host);
+  if (!host) return;
+  require_non_empty(host->value, host->label);
+  if (!config.status_port) reject(*host, "needs --status-port: the address is where that port is bound");
+  config.status_host = std::string(rendezvous::without_brackets(host->value));
+  if (!config.store_token && !is_loopback_address(config.status_host)) {
+    reject(*host, "is not a loopback address, so the status endpoint requires the store token: set "
+                  "DDPRUN_STORE_TOKEN or DDPRUN_STORE_TOKEN_FILE, or bind 127.0.0.1");
+  }
+}
+
 }  // namespace
 
 HostFacts read_host_facts(const Environ& env) {
@@ -473,6 +490,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
   config.mode = decide_mode(settings, config.program, env);
   resolve_rendezvous(config);
   config.store_token = read_store_token(env);
+  fill_status_endpoint(config, settings);
   return config;
 }
 

@@ -71,6 +71,10 @@ constexpr std::array kOptions{
                "a hang: no rank made progress (report, output line, CPU) for SECONDS; print every rank's stacks (0 = off)"},
     OptionSpec{Option::hang_action, "hang-action", 0, "report|stop|restart", "report", Group::workers,
                "after a hang's stacks: go on, stop the job (exit 1), or restart the workers (--max-restarts)"},
+    OptionSpec{Option::status_port, "status-port", 0, "PORT", "none", Group::output,
+               "serve the status page, /api/status, /api/stacks and /metrics on PORT (0 = pick one and print it)"},
+    OptionSpec{Option::status_host, "status-host", 0, "ADDR", "127.0.0.1", Group::output,
+               "the address --status-port binds; beyond loopback it requires the store token (DDPRUN_STORE_TOKEN)"},
 };
 
 constexpr bool in_handle_order() {

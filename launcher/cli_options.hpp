@@ -18,6 +18,7 @@ enum class Option : std::size_t {
   no_python, run_path, use_env, append_local_rank,
   status, status_interval,
   hang_timeout, hang_action,
+  status_port, status_host,
   count_  ///< the number of options, not one
 };
 

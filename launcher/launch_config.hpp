@@ -132,6 +132,10 @@ struct LaunchConfig {
   double status_interval_s = 0;  ///< `--status-interval`: a status line every so many seconds; 0 = none
   bool verbose = false;  ///< `-v` or LOGLEVEL=INFO/DEBUG: print the config, the rendezvous, each start
   std::string events_file;  ///< `--events FILE`: the job's events as JSON Lines; empty = none
+  /// `--status-port`: the status endpoint on TCP (0 = a port the kernel picks); nothing = only
+  /// the owner-only Unix socket that `ddprun status` reads.
+  std::optional<int> status_port;
+  std::string status_host = "127.0.0.1";  ///< `--status-host`: beyond loopback, store_token is required
 
   // Program.
   ProgramMode mode = ProgramMode::python_script;

@@ -16,6 +16,8 @@
 #include "launcher/errors.hpp"
 #include "launcher/exit_status.hpp"
 #include "launcher/program.hpp"
+#include "launcher/trace_command.hpp"
+#include "launcher/status_command.hpp"
 
 using namespace ddprun::launcher;
 
@@ -28,7 +30,11 @@ std::string this_hostname() {
 }
 
 int run(const std::vector<std::string>& args) {
+  // `ddprun trace EVENTS.jsonl`: an event log (--events) as a Chrome trace.
+  if (is_trace_command(args)) return run_trace_command(args);
   Environ env = current_environ();
+  // `ddprun status` / `ddprun stacks`: a running job, seen from another terminal.
+  if (is_status_command(args)) return run_status_command(args, env);
   CommandLine command_line = parse_command_line(args, env, read_host_facts(env));
   if (const auto* info = std::get_if<InfoText>(&command_line)) {
     write_all(STDOUT_FILENO, info->text);

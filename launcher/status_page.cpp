@@ -29,7 +29,7 @@ constexpr std::string_view kPage = R"HTML(<!DOCTYPE html>
   th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: left; white-space: nowrap; }
   th { background: var(--head); font-weight: 600; position: sticky; top: 0; }
   td.num, th.num { text-align: right; }
-  td.text { white-space: normal; max-width: 40em; overflow-wrap: anywhere; }
+  td.text, td.detail { white-space: normal; max-width: 40em; overflow-wrap: anywhere; }
   .state-running { color: var(--ok); } .state-failed { color: var(--bad); font-weight: 600; }
   .state-stopped, .state-exited { color: var(--muted); } .state-starting { color: var(--warn); }
   tr.straggler td { background: rgba(245, 158, 11, 0.15); }
