@@ -107,9 +107,10 @@ class Tmux {
   }
   ~Tmux() { std::system((tmux_ + "kill-server 2>/dev/null").c_str()); }
   bool started() const { return started_; }
-  std::string screen() const {
+  /// The screen as tmux shows it; with `escapes`, its colours as SGR sequences too.
+  std::string screen(bool escapes = false) const {
     std::string text;
-    FILE* pipe = ::popen((tmux_ + "capture-pane -p").c_str(), "r");
+    FILE* pipe = ::popen((tmux_ + "capture-pane -p" + (escapes ? " -e" : "")).c_str(), "r");
     if (pipe == nullptr) return text;
     char buffer[4096];
     std::size_t n = 0;
@@ -177,6 +178,45 @@ TEST(Status, TheBlockUnderTmuxShowsEveryRankAndGoesAtTheEnd) {
   EXPECT_EQ(end.find("rank state"), std::string::npos) << end;
   expect_whole_worker_lines(end);
   EXPECT_NE(end.find("[2]:rank 2 step 315"), std::string::npos) << end;  // the last line of rank 2 (8 s at 40/s)
+}
+
+/// The screen's line that holds `text`, or "".
+std::string line_with(const std::string& screen, const std::string& text) {
+  for (const auto& line : split_lines(screen)) {
+    if (line.find(text) != std::string::npos) return line;
+  }
+  return "";
+}
+
+TEST(Status, TheBlockIsColouredUnlessNoColorAndGoesBeforeTheFailureSummary) {
+  if (std::system("tmux -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux is not installed";
+  // Rank 1 reports for 3 s, then fails: the failure summary is printed whole, the block gone.
+  const std::string worker = "'" + kProgressWorker + "' --rate 40 --seconds 3; [ \"\\$RANK\" = 1 ] && exit 3; exit 0";
+  for (bool no_color : {false, true}) {
+    TempDir tmp;
+    Tmux tmux("TMPDIR=" + tmp.str() + (no_color ? " NO_COLOR=1 " : " ") + ddprun_binary() +
+              " --standalone --nproc-per-node 2 --no-python /bin/sh -c \"" + worker + "\"; echo EXIT=$?; sleep 60");
+    ASSERT_TRUE(tmux.started());
+    std::string coloured;
+    ASSERT_TRUE(tmux.wait_for([&](const std::string&) {
+      coloured = tmux.screen(true);
+      return coloured.find("ddprun status, attempt 0") != std::string::npos;
+    })) << tmux.screen();
+    const std::string title = line_with(coloured, "ddprun status, attempt 0");
+    if (no_color) {
+      EXPECT_EQ(title.find('\x1b'), std::string::npos) << title;
+    } else {
+      EXPECT_NE(title.find("\x1b[1m"), std::string::npos) << title;  // bold
+    }
+    ASSERT_TRUE(tmux.wait_for([](const std::string& screen) { return screen.find("EXIT=") != std::string::npos; }))
+        << tmux.screen();
+    const std::string end = tmux.screen();
+    EXPECT_NE(end.find("EXIT=1"), std::string::npos) << end;
+    EXPECT_EQ(end.find("ddprun status"), std::string::npos) << end;
+    EXPECT_NE(end.find("/bin/sh FAILED"), std::string::npos) << end;
+    EXPECT_NE(end.find("Root Cause (first observed failure):"), std::string::npos) << end;
+    EXPECT_NE(end.find("  exitcode  : 3"), std::string::npos) << end;
+  }
 }
 
 TEST(Status, StatusOffDrawsNoBlockOnATerminal) {
