@@ -166,6 +166,9 @@ std::string help_text() {
   text += "\nOther:\n";
   line("  -h, --help", "print this help and exit");
   line("      --version", "print the version and exit");
+  text += "\nA running job, from another terminal (JOB: run id, agent pid, log dir or HOST:PORT):\n";
+  line("  ddprun status [--json] [JOB]", "its status, a line per rank");
+  line("  ddprun stacks [--json] [JOB]", "every rank's stacks, now, grouped by where they stand");
   text +=
       "\nPROGRAM is a .py script (run as PYTHON -u), an executable file (run directly; one whose #! line\n"
       "names Python runs as that python -u), or with -m a Python module. PYTHON: $PYTHON_EXEC, else\n"

@@ -56,5 +56,13 @@ TEST(CliStatusPort, BadValuesAreUsageErrors) {
   }
 }
 
+TEST(CliStatusPort, HelpNamesTheOptionsAndTheSubCommands) {
+  const std::string help = info({"--help"});
+  for (const char* text : {"--status-port PORT", "--status-host ADDR", "ddprun status [--json] [JOB]",
+                           "ddprun stacks [--json] [JOB]"}) {
+    EXPECT_NE(help.find(text), std::string::npos) << text << " in\n" << help;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
