@@ -409,8 +409,7 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
 }
 
 void Agent::finish(bool impatient) {
-  record_event({.kind = JobEventKind::job_finished,
-                .detail = {{"exit_status", state_.exit_status}, {"restarts", state_.restart_count}}});
+  record_job_finished();
   if (!log_errors_.empty()) {
     const LogWriteError& first = log_errors_.front();
     print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +

@@ -106,6 +106,16 @@ void Agent::record_job_started() {
                            {"command", plan_.command.argv}}});
 }
 
+void Agent::record_job_finished() {
+  // host and agent_pid as job_started has them: a reader pairs the two by agent (a dynamic job's
+  // node rank is only known after it started).
+  record_event({.kind = JobEventKind::job_finished,
+                .detail = {{"exit_status", state_.exit_status},
+                           {"restarts", state_.restart_count},
+                           {"host", plan_.hostname},
+                           {"agent_pid", static_cast<int>(::getpid())}}});
+}
+
 void Agent::record_restart() {
   if (!std::exchange(started_a_group_, true)) return;
   JobEvent restart{.kind = JobEventKind::restart, .detail = {{"restart_count", state_.restart_count}}};

@@ -16,6 +16,7 @@
 #include "launcher/errors.hpp"
 #include "launcher/exit_status.hpp"
 #include "launcher/program.hpp"
+#include "launcher/trace_command.hpp"
 #include "launcher/status_command.hpp"
 
 using namespace ddprun::launcher;
@@ -29,6 +30,8 @@ std::string this_hostname() {
 }
 
 int run(const std::vector<std::string>& args) {
+  // `ddprun trace EVENTS.jsonl`: an event log (--events) as a Chrome trace.
+  if (is_trace_command(args)) return run_trace_command(args);
   Environ env = current_environ();
   // `ddprun status` / `ddprun stacks`: a running job, seen from another terminal.
   if (is_status_command(args)) return run_status_command(args, env);
