@@ -79,13 +79,14 @@ class Agent::EndpointView : public StatusSource {
     }
     if (targets.empty()) return answer(StacksReply{});
     if (!capture_) capture_ = std::make_unique<StackCapture>(a_.io_, StackCaptureSettings{});
-    capture_->start(std::move(targets), [](const std::vector<CapturedRank>&) {},
-                    [this](const std::vector<CapturedRank>& ranks) {
-                      StacksReply reply;
-                      for (const CapturedRank& rank : ranks) reply.ranks.push_back(rank.stacks);
-                      reply.digest = stack_digest(reply.ranks, read_source_line);
-                      answer(std::move(reply));
-                    });
+    const bool started = capture_->start(std::move(targets), [](const std::vector<CapturedRank>&) {},
+                                         [this](const std::vector<CapturedRank>& ranks) {
+                                           StacksReply reply;
+                                           for (const CapturedRank& rank : ranks) reply.ranks.push_back(rank.stacks);
+                                           reply.digest = stack_digest(reply.ranks, read_source_line);
+                                           answer(std::move(reply));
+                                         });
+    if (!started) answer(error_reply("a capture is already under way; ask again in a moment"));
   }
 
  private:

@@ -391,8 +391,12 @@ void StatusHttpServer::listen_unix(const std::string& path) {
     if (!S_ISSOCK(existing.st_mode)) throw fail("something else is at that path");
     stream_protocol::socket probe(io_);
     error_code ec;
-    probe.connect(stream_protocol::endpoint(path), ec);  // local: answers or refuses at once
-    if (!ec) throw fail("another process serves on it");
+    probe.open(stream_protocol(), ec);
+    if (!ec) probe.non_blocking(true, ec);  // a live server with a full backlog must not hold the loop
+    if (!ec) probe.connect(stream_protocol::endpoint(path), ec);
+    if (!ec || ec == asio::error::would_block || ec == asio::error::try_again) {
+      throw fail("another process serves on it");
+    }
     ::unlink(path.c_str());  // a dead one, left by a process that was killed
   }
   stream_protocol::acceptor acceptor(io_);
