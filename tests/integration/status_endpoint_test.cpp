@@ -266,6 +266,37 @@ TEST(StatusEndpoint, StatusAndStacksFromAnotherProcess) {
   for (const auto& [rank, pid] : job.pids()) EXPECT_TRUE(process_alive(pid)) << "a capture leaves the ranks running";
 }
 
+TEST(StatusEndpoint, StacksOfAPythonJobFromAnotherProcessShowItsLines) {
+  if (::access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " is not installed";
+  RuntimeDir runtime;
+  TempDir dir;
+  const auto script = dir.path() / "sleepy.py";
+  std::ofstream(script) << "import os, pathlib, time\n"
+                           "def wait_here(seconds):\n"
+                           "    time.sleep(seconds)\n"
+                           "pathlib.Path(os.environ['READY_DIR'], 'ready_' + os.environ['RANK']).touch()\n"
+                           "if os.environ['RANK'] == '1':\n"
+                           "    time.sleep(600)\n"
+                           "wait_here(600)\n";
+  std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>/dev/null", ddprun_binary(), "--master-port", "0",
+                                   "--rdzv-id", "py-" + StatusJob::run_id(), "--nproc-per-node", "2", script.string()};
+  Launch launch(Launch::Command{argv},
+                {{"XDG_RUNTIME_DIR", runtime.str()}, {"PYTHON_EXEC", kSystemPython}, {"READY_DIR", dir.str()}});
+  ASSERT_TRUE(eventually([&] {
+    return std::filesystem::exists(dir.path() / "ready_0") && std::filesystem::exists(dir.path() / "ready_1");
+  }));
+  Outcome stacks = ddprun_command(runtime, {"stacks"});
+  launch.send(SIGTERM);
+  launch.wait();
+  ASSERT_EQ(stacks.exit_status, 0) << stacks.err;
+  // The digest names each rank at its own line of the script, the odd one out (a tie: the lowest) first.
+  EXPECT_EQ(stacks.out.rfind("rank 0: time.sleep(seconds) <- sleepy.py:3\n"
+                             "rank 1: time.sleep(600) <- sleepy.py:6\n", 0), 0u)
+      << stacks.out;
+  EXPECT_NE(stacks.out.find("wait_here  " + script.string() + ":3"), std::string::npos) << stacks.out;
+  EXPECT_NE(stacks.out.find("<module>  " + script.string() + ":6"), std::string::npos) << stacks.out;
+}
+
 TEST(StatusEndpoint, WhichJobWhenThereAreSeveralOrNone) {
   RuntimeDir runtime;
   Outcome none = ddprun_command(runtime, {"status"});
