@@ -9,7 +9,7 @@ include(CMakePackageConfigHelpers)
 
 set(DDPRUN_INSTALL_CMAKEDIR ${CMAKE_INSTALL_LIBDIR}/cmake/ddprun)
 
-foreach(binary ddprun ddprun-store)
+foreach(binary ddprun ddprun-store ddprun-unwind)
   if(TARGET ${binary})
     install(TARGETS ${binary} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
   endif()

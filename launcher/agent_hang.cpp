@@ -72,7 +72,11 @@ void Agent::watch_for_hang(const NodeStatus& node) {
 }
 
 void Agent::capture_stacks() {
-  if (!stack_capture_) stack_capture_ = std::make_unique<StackCapture>(io_, StackCaptureSettings{});
+  if (!stack_capture_) {
+    StackCaptureSettings settings;
+    settings.unwinder = find_unwinder().value_or("");
+    stack_capture_ = std::make_unique<StackCapture>(io_, settings);
+  }
   stack_capture_->cancel();  // an earlier hang's capture still waiting for gdb: this one is newer
   std::vector<StackTarget> targets;
   if (hang_sample_) {

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <ctime>
 #include <deque>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -139,12 +140,18 @@ struct StackCapture::Run : std::enable_shared_from_this<Run> {
   std::deque<std::size_t> gdb_queue;
   int gdb_running = 0;
   int gdb_limit = 2;
-  std::optional<std::string> gdb_path;
+  std::optional<std::string> gdb_path;  ///< the native reader: ddprun-unwind or gdb
+  bool unwinder = false;                ///< gdb_path is ddprun-unwind
 
   void begin() {
     gdb_limit = settings.max_parallel_gdb > 0 ? settings.max_parallel_gdb
                                               : std::max(2, static_cast<int>(std::thread::hardware_concurrency()));
-    gdb_path = settings.native ? find_program(settings.gdb) : std::nullopt;
+    if (settings.native && !settings.unwinder.empty() && ::access(settings.unwinder.c_str(), X_OK) == 0) {
+      gdb_path = settings.unwinder;
+      unwinder = true;
+    } else {
+      gdb_path = settings.native ? find_program(settings.gdb) : std::nullopt;
+    }
     const int signo = stack_dump_signal();
     bool polling = false;
     for (std::size_t i = 0; i < ranks.size(); ++i) {
@@ -230,6 +237,7 @@ struct StackCapture::Run : std::enable_shared_from_this<Run> {
                                      "-iex", "set debuginfod enabled off", "-iex", "set auto-load off",
                                      "-ex", "set width 0", "-ex", "set print frame-arguments none",
                                      "-ex", "thread apply all bt"};
+    if (unwinder) args = {*gdb_path, pid};
     std::vector<char*> argv;
     for (auto& arg : args) argv.push_back(arg.data());
     argv.push_back(nullptr);
@@ -240,7 +248,7 @@ struct StackCapture::Run : std::enable_shared_from_this<Run> {
     if (child < 0) {
       ::close(fds[0]);
       ::close(fds[1]);
-      return native_failed(i, std::string("cannot start gdb: ") + std::strerror(errno));
+      return native_failed(i, "cannot start " + reader_name() + ": " + std::strerror(errno));
     }
     if (child == 0) {
       // Only async-signal-safe calls until exec: the agent may have other threads (store servers).
@@ -301,14 +309,16 @@ struct StackCapture::Run : std::enable_shared_from_this<Run> {
     rank.pipe.reset();
     auto threads = parse_gdb_backtrace(rank.captured.native_text);
     if (rank.timed_out) {
-      rank.captured.native_note = "gdb timed out after " + seconds_text(settings.gdb_timeout);
+      rank.captured.native_note = reader_name() + " timed out after " + seconds_text(settings.gdb_timeout);
     } else if (threads.empty()) {
-      rank.captured.native_note = "gdb: " + last_words(rank.captured.native_text);
+      rank.captured.native_note = reader_name() + ": " + last_words(rank.captured.native_text);
     }
     for (auto& thread : threads) rank.captured.stacks.threads.push_back(std::move(thread));
     start_gdbs();
     check();
   }
+
+  std::string reader_name() const { return unwinder ? "ddprun-unwind" : "gdb"; }
 
   void native_failed(std::size_t i, std::string why) {
     ranks[i].native_pending = false;
@@ -402,11 +412,20 @@ std::string stack_file_text(const CapturedRank& rank, const std::string& host, d
   text += "== Python frames (faulthandler, most recent call first) ==\n";
   text += rank.python_text.empty() ? rank.python_note + "\n" : rank.python_text;
   if (!text.empty() && text.back() != '\n') text += '\n';
-  text += "\n== native frames (gdb, every thread, innermost first) ==\n";
+  text += "\n== native frames (every thread, innermost first) ==\n";
   text += rank.native_text.empty() ? rank.native_note + "\n" : rank.native_text;
   if (!rank.native_text.empty() && !rank.native_note.empty()) text += "\n(" + rank.native_note + ")\n";
   if (!text.empty() && text.back() != '\n') text += '\n';
   return text;
+}
+
+std::optional<std::string> find_unwinder() {
+  std::error_code error;
+  auto self = std::filesystem::canonical("/proc/self/exe", error);
+  if (error) return std::nullopt;
+  auto path = self.parent_path() / "ddprun-unwind";
+  if (::access(path.c_str(), X_OK) != 0) return std::nullopt;
+  return path.string();
 }
 
 std::optional<std::string> read_source_line(const std::string& path, int line) {

@@ -7,12 +7,14 @@
 ///     rank's file). The signal goes only to a pid whose /proc/PID/status SigCgt shows it caught:
 ///     its default action ends a process, and a worker that did not register (not Python, or run
 ///     with -I, -E or -S) must never get it. The dump is what the file grew by, once it stops growing.
-///   - native frames of every thread: `gdb -nx -batch -p PID` (`thread apply all bt`) as a child
-///     process in a process group of its own, its output read through an Asio pipe (at most
-///     max_output bytes kept), SIGKILLed at gdb_timeout; it dies with ddprun (PR_SET_PDEATHSIG).
-///     gdb starts after the rank's Python dump is written (its attach would stop the dump halfway).
-///     gdb needs CPU and memory (loading libtorch's symbols costs ~2.5 s of a core and ~300 MB), so
-///     at most max_parallel_gdb run at once.
+///   - native frames of every thread: `ddprun-unwind PID` (unwind_main.cpp: ptrace and libunwind,
+///     milliseconds a process) when it is beside ddprun, else `gdb -nx -batch -p PID` (`thread
+///     apply all bt`), which prints the same form, as a child process in a process group of its
+///     own, its output read through an Asio pipe (at most max_output bytes kept), SIGKILLed at
+///     gdb_timeout; it dies with ddprun (PR_SET_PDEATHSIG). It starts after the rank's Python dump
+///     is written (stopping the threads would stop the dump halfway). gdb needs CPU and memory
+///     (loading libtorch's symbols costs ~2.5 s of a core and ~300 MB), so at most max_parallel_gdb
+///     readers run at once.
 /// `on_digest` is called once every rank has frames to place it in the digest (its Python frames,
 /// or its native ones where it has none: so for Python workers the digest does not wait for gdb);
 /// `on_done` once every source of every rank has ended. Exited children are reaped by the owner
@@ -50,6 +52,7 @@ struct StackTarget {
 };
 
 struct StackCaptureSettings {
+  std::string unwinder;     ///< ddprun-unwind's path (find_unwinder); empty or missing: gdb
   std::string gdb = "gdb";  ///< a path, or a name looked up on PATH
   std::chrono::milliseconds gdb_timeout{30000};
   std::chrono::milliseconds python_timeout{2000};  ///< for faulthandler to write its dump
@@ -89,6 +92,9 @@ class StackCapture {
   StackCaptureSettings settings_;
   std::shared_ptr<Run> run_;
 };
+
+/// ddprun-unwind beside this process's executable (the build tree's bin/, an installed bin/), if there.
+std::optional<std::string> find_unwinder();
 
 /// The text of one rank's stacks file: a header (rank, host, pid, time), then the Python frames
 /// and the native frames as captured, or why there are none.

@@ -17,6 +17,7 @@ packages=(
   python3 python3-torch                          # Python workers in tests; torchrun anchor in benchmarks
   hyperfine procps iproute2
   gdb                                            # native stacks in tests/stress's hang dumps
+  libunwind-dev                                  # ddprun-unwind: native stacks of --hang-timeout
   chromium                                       # the status page rendered headless in tests (status_endpoint)
   prometheus                                     # promtool check metrics on /metrics in tests
 )
