@@ -9,7 +9,8 @@
 #             CMakeLists.txt and trainer.cpp from docs/runtime.md as written, configures it with the
 #             doc's command in an environment without CUDA or Torch hints, builds it, checks that
 #             Torch was not looked for, and runs it alone (a world of one).
-#   ddprun    runs the trainer as 2 ranks under the installed ddprun (--standalone).
+#   ddprun    runs the trainer as 2 ranks under the installed ddprun (--standalone), and a Python
+#             script that imports ddprun_progress (found in the prefix's share/ddprun/python).
 #   torchrun  runs the trainer as 2 ranks under torchrun-anchor (PyTorch 1.13's torchrun, static
 #             rendezvous: the workers use its agent's TCPStore, PyTorch 1.13's server).
 #   mpirun    runs it as 2 ranks under Open MPI's mpirun.
@@ -76,7 +77,8 @@ install)
   [[ ! -e $first_prefix ]] || fail "$first_prefix is still there after mv"
   stale=$(grep -rlF "$first_prefix" "$prefix" || true)
   [[ -z $stale ]] || fail "the moved install names the prefix it was installed into: $stale"
-  for path in bin/ddprun bin/ddprun-store include/ddprun/ddprun.hpp include/ddprun/process_group.hpp; do
+  for path in bin/ddprun bin/ddprun-store include/ddprun/ddprun.hpp include/ddprun/process_group.hpp \
+              share/ddprun/python/ddprun_progress.py; do
     [[ -e $prefix/$path ]] || fail "the install lacks $path"
   done
   config_dir=$(dirname "$(compgen -G "$prefix/lib*/cmake/ddprun/ddprunConfig.cmake" || compgen -G "$prefix/lib*/*/cmake/ddprun/ddprunConfig.cmake" || true)")
@@ -125,6 +127,15 @@ ddprun)
     || fail "under ddprun: $output"
   echo "$output"
   expect_ranks "$output" torchrun  # ddprun gives workers torchrun's variables
+
+  echo "== a Python worker under the installed ddprun imports ddprun_progress (no PYTHONPATH of its own)"
+  probe=$work/progress_probe.py
+  printf '%s\n' 'import ddprun_progress' 'ddprun_progress.report(7, 70, "probe")' \
+    'print("progress probe:", ddprun_progress.__file__, ddprun_progress.enabled())' >"$probe"
+  output=$(env -u PYTHONPATH timeout 120 "$prefix/bin/ddprun" --standalone "$probe" 2>&1) \
+    || fail "the progress probe under ddprun: $output"
+  grep -q "progress probe: $prefix/share/ddprun/python/ddprun_progress.py True" <<<"$output" \
+    || fail "ddprun_progress was not imported from $prefix/share/ddprun/python: $output"
   ;;
 
 torchrun)
