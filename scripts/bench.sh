@@ -7,10 +7,12 @@
 #   train     (bench/train_bench.py):     Fashion-MNIST on ddprun::torch against Python DDP
 #   rendezvous (bench/rendezvous_bench.py): ddprun's c10d rendezvous of N local agents against
 #             torchrun-anchor's; and one 1024-agent round in process (build/bin/rendezvous_sim)
+#   progress  (bench/progress_bench.py):  one progress report's cost in a worker, C++ and Python,
+#             against an empty call of the same signature
 # Usage: scripts/bench.sh [FILTER] [options]
 #   FILTER: substring of a benchmark name; runs every benchmark whose name contains it, e.g.
 #     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo;
-#     rdzv, rdzv_startup, rdzv_sim.
+#     rdzv, rdzv_startup, rdzv_sim; progress_cost, progress_cost_cpp, progress_cost_python.
 #     Empty (or omitted): all of them (about 30 minutes).
 #   options: --store-* go to store_bench.py, --allreduce-* to allreduce_bench.py, --rdzv-* to
 #     rendezvous_bench.py, the rest to launcher_bench.py; e.g. `scripts/bench.sh cpu --cpu-sleep 3`,
@@ -45,12 +47,12 @@ done
 py=/usr/bin/python3
 # --list exits 0 when the filter selects one of the harness's benchmarks.
 selected=()
-for harness in launcher store allreduce train rendezvous; do
+for harness in launcher store allreduce train rendezvous progress; do
   if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
 done
 if ((${#selected[@]} == 0)); then
   echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
-  for harness in launcher store allreduce train rendezvous; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  for harness in launcher store allreduce train rendezvous progress; do "$py" "bench/${harness}_bench.py" --list >&2; done
   exit 2
 fi
 
@@ -82,6 +84,8 @@ for harness in "${selected[@]}"; do
       "$py" bench/rendezvous_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" \
         --anchor "$anchor" --sim "$build_dir/bin/rendezvous_sim" \
         ${rdzv_args[@]+"${rdzv_args[@]}"} || status=1 ;;
+    progress)
+      "$py" bench/progress_bench.py "$filter" --progress-cost "$build_dir/bin/progress_cost" || status=1 ;;
   esac
 done
 exit $status
