@@ -9,6 +9,8 @@
 #             torchrun-anchor's; and one 1024-agent round in process (build/bin/rendezvous_sim)
 #   progress  (bench/progress_bench.py):  one progress report's cost in a worker, C++ and Python,
 #             against an empty call of the same signature
+#   hang      (bench/hang_bench.py):      --hang-timeout to the digest on the console, 8 ranks, and
+#             what torchrun-anchor + PyTorch 1.13 print in the same situation
 # Usage: scripts/bench.sh [FILTER] [options]
 #   FILTER: substring of a benchmark name; runs every benchmark whose name contains it, e.g.
 #     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo;
@@ -47,12 +49,12 @@ done
 py=/usr/bin/python3
 # --list exits 0 when the filter selects one of the harness's benchmarks.
 selected=()
-for harness in launcher store allreduce train rendezvous progress; do
+for harness in launcher store allreduce train rendezvous progress hang; do
   if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
 done
 if ((${#selected[@]} == 0)); then
   echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
-  for harness in launcher store allreduce train rendezvous progress; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  for harness in launcher store allreduce train rendezvous progress hang; do "$py" "bench/${harness}_bench.py" --list >&2; done
   exit 2
 fi
 
@@ -86,6 +88,9 @@ for harness in "${selected[@]}"; do
         ${rdzv_args[@]+"${rdzv_args[@]}"} || status=1 ;;
     progress)
       "$py" bench/progress_bench.py "$filter" --progress-cost "$build_dir/bin/progress_cost" || status=1 ;;
+    hang)
+      "$py" bench/hang_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" \
+        --plain-sgd "$build_dir/bin/plain_sgd" --anchor "$anchor" || status=1 ;;
   esac
 done
 exit $status
