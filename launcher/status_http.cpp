@@ -192,6 +192,8 @@ class HttpSession : public Session, public std::enable_shared_from_this<HttpSess
     facts.authorization = std::string_view(authorization.data(), authorization.size());
     auto host = request[http::field::host];
     facts.host = std::string_view(host.data(), host.size());
+    auto fetch_site = request["Sec-Fetch-Site"];
+    facts.fetch_site = std::string_view(fetch_site.data(), fetch_site.size());
     facts.unix_socket = unix_socket_;
     serve(decide_status_request(facts, shared_->token));
   }
@@ -207,6 +209,8 @@ class HttpSession : public Session, public std::enable_shared_from_this<HttpSess
                            false);
       case StatusVerdict::forbidden_host:
         return reply_error(http::status::forbidden, "the Host header must name a loopback address", true);
+      case StatusVerdict::forbidden_origin:
+        return reply_error(http::status::forbidden, "a request from another site's page", true);
       case StatusVerdict::serve: break;
     }
     StatusSource* source = shared_->source;

@@ -108,6 +108,10 @@ bool is_loopback_host_header(std::string_view host) {
 }
 
 StatusDecision decide_status_request(const StatusRequestFacts& request, const std::optional<std::string>& token) {
+  if (!request.unix_socket && !request.fetch_site.empty() && !equals_ignoring_case(request.fetch_site, "same-origin") &&
+      !equals_ignoring_case(request.fetch_site, "none")) {
+    return {StatusVerdict::forbidden_origin};
+  }
   if (!request.unix_socket) {
     if (token) {
       auto given = presented_token(request);

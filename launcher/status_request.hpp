@@ -11,6 +11,9 @@
 ///  - TCP on loopback without a token: anyone on this machine, but the Host header must name a
 ///    loopback host (localhost, 127.x.x.x, [::1]), so that a web page in a browser cannot read
 ///    the endpoint through DNS rebinding.
+/// And on TCP, whatever the token: a browser's request made by another site's page
+/// (`Sec-Fetch-Site` other than same-origin or none) is refused, so that a page elsewhere cannot
+/// make the agent capture stacks (a GET it cannot read, but that still runs).
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,6 +28,7 @@ enum class StatusVerdict {
   method_not_allowed,  ///< 405: only GET and HEAD
   unauthorized,        ///< 401: the token is required and missing or wrong
   forbidden_host,      ///< 403: Host header not a loopback name on an unauthenticated TCP endpoint
+  forbidden_origin,    ///< 403: a browser says another site's page made the request
 };
 
 struct StatusRequestFacts {
@@ -32,6 +36,7 @@ struct StatusRequestFacts {
   std::string_view target;         ///< "/api/status?token=..."
   std::string_view authorization;  ///< the Authorization header, empty when absent
   std::string_view host;           ///< the Host header, empty when absent
+  std::string_view fetch_site;     ///< the Sec-Fetch-Site header, empty when absent
   bool unix_socket = false;        ///< arrived on the owner-only Unix socket
 };
 

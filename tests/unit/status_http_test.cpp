@@ -213,6 +213,8 @@ TEST(StatusHttp, HeadNotFoundAndMethods) {
   EXPECT_EQ(refused.status, 405);
   EXPECT_EQ(refused.headers["allow"], "GET, HEAD");
   EXPECT_EQ(endpoint.get("/api/status", "", "evil.example").status, 403) << "DNS rebinding";
+  EXPECT_EQ(endpoint.get("/api/stacks", "Sec-Fetch-Site: cross-site\r\n").status, 403) << "another site's page";
+  EXPECT_EQ(endpoint.on_loop([&] { return endpoint.source.captures; }), 0) << "and nothing was captured";
 }
 
 TEST(StatusHttp, KeepAliveServesSeveralRequestsOnOneConnection) {

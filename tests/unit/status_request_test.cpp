@@ -17,47 +17,56 @@ TEST(StatusRequest, DecisionTable) {
     const char* authorization;
     const char* host;
     bool unix_socket;
+    const char* fetch_site;
     std::optional<std::string> token;
     V verdict;
     R resource;
   } rows[] = {
       // Loopback without a token: any loopback Host.
-      {"GET", "/", "", "127.0.0.1:8080", false, none, V::serve, R::page},
-      {"GET", "/index.html", "", "localhost", false, none, V::serve, R::page},
-      {"GET", "/api/status", "", "[::1]:9", false, none, V::serve, R::status},
-      {"HEAD", "/api/status?x=1", "", "127.1.2.3", false, none, V::serve, R::status},
-      {"GET", "/api/stacks", "", "LOCALHOST:1", false, none, V::serve, R::stacks},
-      {"GET", "/metrics", "", "127.0.0.1", false, none, V::serve, R::metrics},
+      {"GET", "/", "", "127.0.0.1:8080", false, "", none, V::serve, R::page},
+      {"GET", "/index.html", "", "localhost", false, "", none, V::serve, R::page},
+      {"GET", "/api/status", "", "[::1]:9", false, "", none, V::serve, R::status},
+      {"HEAD", "/api/status?x=1", "", "127.1.2.3", false, "", none, V::serve, R::status},
+      {"GET", "/api/stacks", "", "LOCALHOST:1", false, "", none, V::serve, R::stacks},
+      {"GET", "/metrics", "", "127.0.0.1", false, "", none, V::serve, R::metrics},
       // DNS rebinding: a page of evil.example reaching 127.0.0.1 sends Host: evil.example.
-      {"GET", "/api/status", "", "evil.example:8080", false, none, V::forbidden_host, R::page},
-      {"GET", "/api/status", "", "", false, none, V::forbidden_host, R::page},
-      {"GET", "/api/status", "", "10.0.0.1", false, none, V::forbidden_host, R::page},
-      {"GET", "/api/status", "", "localhost.evil.example", false, none, V::forbidden_host, R::page},
-      {"GET", "/api/status", "", "[::1", false, none, V::forbidden_host, R::page},
+      {"GET", "/api/status", "", "evil.example:8080", false, "", none, V::forbidden_host, R::page},
+      {"GET", "/api/status", "", "", false, "", none, V::forbidden_host, R::page},
+      {"GET", "/api/status", "", "10.0.0.1", false, "", none, V::forbidden_host, R::page},
+      {"GET", "/api/status", "", "localhost.evil.example", false, "", none, V::forbidden_host, R::page},
+      {"GET", "/api/status", "", "[::1", false, "", none, V::forbidden_host, R::page},
       // Paths and methods.
-      {"GET", "/api/status/", "", "localhost", false, none, V::not_found, R::page},
-      {"GET", "/api", "", "localhost", false, none, V::not_found, R::page},
-      {"GET", "/../etc/passwd", "", "localhost", false, none, V::not_found, R::page},
-      {"POST", "/api/status", "", "localhost", false, none, V::method_not_allowed, R::page},
-      {"DELETE", "/", "", "localhost", false, none, V::method_not_allowed, R::page},
-      {"POST", "/nowhere", "", "localhost", false, none, V::not_found, R::page},
+      {"GET", "/api/status/", "", "localhost", false, "", none, V::not_found, R::page},
+      {"GET", "/api", "", "localhost", false, "", none, V::not_found, R::page},
+      {"GET", "/../etc/passwd", "", "localhost", false, "", none, V::not_found, R::page},
+      {"POST", "/api/status", "", "localhost", false, "", none, V::method_not_allowed, R::page},
+      {"DELETE", "/", "", "localhost", false, "", none, V::method_not_allowed, R::page},
+      {"POST", "/nowhere", "", "localhost", false, "", none, V::not_found, R::page},
       // With the token: it is required, by header or query; the Host no longer matters.
-      {"GET", "/api/status", "Bearer s3cret", "node7:8080", false, secret, V::serve, R::status},
-      {"GET", "/api/status", "bearer   s3cret ", "node7", false, secret, V::serve, R::status},
-      {"GET", "/metrics?token=s3cret", "", "node7", false, secret, V::serve, R::metrics},
-      {"GET", "/?a=1&token=s3cre%74", "", "node7", false, secret, V::serve, R::page},
-      {"GET", "/api/status", "", "localhost", false, secret, V::unauthorized, R::page},
-      {"GET", "/api/status", "Bearer wrong", "localhost", false, secret, V::unauthorized, R::page},
-      {"GET", "/api/status", "Basic czNjcmV0", "localhost", false, secret, V::unauthorized, R::page},
-      {"GET", "/api/status?token=s3cre", "", "localhost", false, secret, V::unauthorized, R::page},
-      {"GET", "/api/status?token=s3cret%", "", "localhost", false, secret, V::unauthorized, R::page},
-      {"GET", "/nowhere", "", "localhost", false, secret, V::unauthorized, R::page},  // nothing told before the token
+      {"GET", "/api/status", "Bearer s3cret", "node7:8080", false, "", secret, V::serve, R::status},
+      {"GET", "/api/status", "bearer   s3cret ", "node7", false, "", secret, V::serve, R::status},
+      {"GET", "/metrics?token=s3cret", "", "node7", false, "", secret, V::serve, R::metrics},
+      {"GET", "/?a=1&token=s3cre%74", "", "node7", false, "", secret, V::serve, R::page},
+      {"GET", "/api/status", "", "localhost", false, "", secret, V::unauthorized, R::page},
+      {"GET", "/api/status", "Bearer wrong", "localhost", false, "", secret, V::unauthorized, R::page},
+      {"GET", "/api/status", "Basic czNjcmV0", "localhost", false, "", secret, V::unauthorized, R::page},
+      {"GET", "/api/status?token=s3cre", "", "localhost", false, "", secret, V::unauthorized, R::page},
+      {"GET", "/api/status?token=s3cret%", "", "localhost", false, "", secret, V::unauthorized, R::page},
+      {"GET", "/nowhere", "", "localhost", false, "", secret, V::unauthorized, R::page},  // nothing told before the token
+      // A browser's request made by another site's page, whatever the token; same-origin (the
+      // page's own fetches) and none (typed in the address bar) are the owner's.
+      {"GET", "/api/stacks", "", "127.0.0.1:8080", false, "cross-site", none, V::forbidden_origin, R::page},
+      {"GET", "/api/stacks", "", "127.0.0.1:8080", false, "same-site", none, V::forbidden_origin, R::page},
+      {"GET", "/api/stacks", "Bearer s3cret", "node7", false, "cross-site", secret, V::forbidden_origin, R::page},
+      {"GET", "/api/stacks", "", "127.0.0.1:8080", false, "same-origin", none, V::serve, R::stacks},
+      {"GET", "/", "", "127.0.0.1:8080", false, "none", none, V::serve, R::page},
+      {"GET", "/api/status", "", "", true, "cross-site", none, V::serve, R::status},  // no browser reaches the socket
       // The Unix socket: its permissions and the peer's uid guard it.
-      {"GET", "/api/status", "", "", true, secret, V::serve, R::status},
-      {"GET", "/api/stacks", "", "whatever", true, none, V::serve, R::stacks},
+      {"GET", "/api/status", "", "", true, "", secret, V::serve, R::status},
+      {"GET", "/api/stacks", "", "whatever", true, "", none, V::serve, R::stacks},
   };
   for (const auto& row : rows) {
-    StatusRequestFacts facts{row.method, row.target, row.authorization, row.host, row.unix_socket};
+    StatusRequestFacts facts{row.method, row.target, row.authorization, row.host, row.fetch_site, row.unix_socket};
     StatusDecision decision = decide_status_request(facts, row.token);
     EXPECT_EQ(decision.verdict, row.verdict) << row.method << " " << row.target << " host=" << row.host;
     if (row.verdict == V::serve) {
