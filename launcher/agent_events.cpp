@@ -6,12 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <utility>
 
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
 #include "launcher/event_log.hpp"
-#include "launcher/worker_group.hpp"
 #include "launcher/failure_rule.hpp"
 
 namespace ddprun::launcher {
@@ -28,6 +28,17 @@ bool about_another_node(JobEventKind kind) {
 
 nlohmann::json describe_node(const rendezvous::NodeInfo& node) {
   return {{"node", node.id}, {"host", node.host_name}, {"addr", node.addr}, {"nproc", node.nproc}};
+}
+
+/// The hang_detected recorded since the last attempt's workers started, if any: what a restart
+/// without a failure follows (--hang-action restart).
+const JobEvent* hang_of_the_last_attempt(const RecentEvents& recent) {
+  const auto& events = recent.events();
+  for (auto it = events.rbegin(); it != events.rend(); ++it) {
+    if (it->kind == JobEventKind::hang_detected) return &*it;
+    if (it->kind == JobEventKind::worker_started) return nullptr;
+  }
+  return nullptr;
 }
 
 }  // namespace
@@ -125,6 +136,10 @@ void Agent::record_restart() {
   } else if (!failures_.empty()) {  // the last attempt's, described before they are cleared
     const WorkerFailure& first = failures_.front();
     restart.detail["reason"] = "rank " + std::to_string(first.rank) + " failed (" + describe_exitcode(first.exitcode) + ")";
+  } else if (const JobEvent* hang = hang_of_the_last_attempt(recent_events_)) {
+    restart.detail["reason"] = "hang: no rank made progress for " +
+                               std::to_string(std::lround(hang->detail.value("idle_seconds", 0.0))) +
+                               " s (--hang-action restart)";
   }
   record_event(std::move(restart));
 }

@@ -136,6 +136,35 @@ TEST(EventLog, ARunningJobsEventsAreInTheFileAlreadyAndARerunAppends) {
   EXPECT_EQ(of_kind(both, "job_started").size(), 2u);
 }
 
+TEST(EventLog, AHangIsRecordedWithItsStackFilesAndTheRestartItCauses) {
+  TempDir dir;
+  const auto path = dir.path() / "events.jsonl";
+  // Workers that sleep: no output, no CPU, no progress. Hung after 2 s, restarted once, hung again.
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", "--hang-timeout", "2", "--hang-action",
+                                "restart", "--max-restarts", "1", "--events", path.string(), "--log-dir",
+                                (dir.path() / "logs").string(), test_worker_binary(), "pid", dir.str()});
+  EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+  std::vector<json> events = events_in(path);
+  std::vector<std::string> kinds = kinds_of(events);
+  std::erase(kinds, "stacks_written");  // as many as the capture could write: checked below
+  EXPECT_EQ(joined(kinds),
+            "job_started worker_started worker_started hang_detected worker_exited worker_exited restart "
+            "worker_started worker_started hang_detected worker_exited worker_exited job_finished");
+  for (const json& hang : of_kind(events, "hang_detected")) {
+    EXPECT_EQ(hang.at("action"), "restart");
+    EXPECT_GE(hang.at("idle_seconds").get<double>(), 2.0);
+  }
+  const std::vector<json> restarts = of_kind(events, "restart");
+  ASSERT_EQ(restarts.size(), 1u);
+  EXPECT_EQ(restarts[0].at("reason").get<std::string>().rfind("hang: no rank made progress for ", 0), 0u)
+      << restarts[0].dump();
+  EXPECT_EQ(events.back().at("exit_status"), 1);
+  for (const json& stacks : of_kind(events, "stacks_written")) {
+    EXPECT_TRUE(std::filesystem::exists(stacks.at("file").get<std::string>())) << stacks.dump();
+    EXPECT_TRUE(stacks.at("rank") == 0 || stacks.at("rank") == 1) << stacks.dump();
+  }
+}
+
 TEST(EventLog, TwoAgentsOnLoopbackRecordRoundsNodesJoinedAndANodeLost) {
   TempDir dir;
   const auto path = dir.path() / "events.jsonl";  // shared: each agent appends whole lines
