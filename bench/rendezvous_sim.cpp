@@ -8,14 +8,18 @@
 /// thread per agent as before the round protocol became coroutines, so that results compare with
 /// earlier runs; --loops 1 is the agent's own model (everything on one event loop).
 /// Setup (not timed): every agent connects and runs check_job(). Then all agents are released at
-/// once (their joins are handed to their loops together) and each joins the round with min = max =
-/// T. Timed: from the release (just before the first join is handed over) until the last agent has
-/// its decision. An agent closes its connection as soon as it has its decision. Checks: every agent got the same decision, with no error, world size T, and group
-/// ranks 0..T-1 each exactly once.
+/// once, by one write to an eventfd that every loop waits on (one system call wakes every loop, as
+/// one notify_all woke every thread before), and each joins the round with min = max = T. Timed:
+/// from the release (just before the write) until the last agent has its decision. As each thread
+/// of the thread-per-agent simulation did, an agent closes its connection as soon as it has its
+/// decision, and a loop's thread ends with its last agent. Checks: every agent got the same
+/// decision, with no error, world size T, and group ranks 0..T-1 each exactly once.
 ///
 /// Result: one JSON line on stdout; exit 0 when the round formed and the checks passed, 1 when not
 /// (the JSON says why), 2 on a usage error.
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without including it
@@ -23,7 +27,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -133,6 +140,9 @@ struct Agent {
 struct Loop {
   boost::asio::io_context io{1};
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> work{io.get_executor()};
+  boost::asio::posix::stream_descriptor gate{io};  ///< a copy of the release eventfd
+  std::vector<Agent*> agents;                      ///< the agents this loop runs
+  std::size_t joining = 0;                         ///< of them, those still joining
   pthread_t thread{};
 };
 
@@ -179,13 +189,32 @@ void rethrow(std::exception_ptr error) {
   if (error) std::rethrow_exception(error);
 }
 
+/// Waits on the loop for the release (the gate eventfd readable), then starts the join of each of
+/// the loop's agents whose setup succeeded; the others count `done` down at once.
+rdzv::Task<void> join_when_released(Loop& loop, std::latch& done) {
+  co_await loop.gate.async_wait(boost::asio::posix::descriptor_base::wait_read, boost::asio::use_awaitable);
+  for (Agent* agent : loop.agents) {
+    if (agent->error.empty()) {
+      ++loop.joining;
+      boost::asio::co_spawn(loop.io, join(*agent, done), [&loop](std::exception_ptr error) {
+        if (--loop.joining == 0) loop.work.reset();  // the loop's thread ends with its last agent
+        rethrow(error);
+      });
+    } else {
+      done.count_down();
+    }
+  }
+  if (loop.joining == 0) loop.work.reset();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const long fd_limit = rdzv::raise_open_file_limit();
-  // In process: each agent's client socket and the server's end of it, plus slack.
-  const long fds_needed = (o.host.empty() ? 2L : 1L) * o.threads + 64;
+  // In process: each agent's client socket and the server's end of it; each loop's epoll, eventfd,
+  // timerfd and copy of the gate; plus slack.
+  const long fds_needed = (o.host.empty() ? 2L : 1L) * o.threads + 4L * o.loops + 64;
   if (fd_limit >= 0 && fd_limit < fds_needed) {
     std::printf("{\"status\":\"error\",\"error\":%s}\n",
                 json_string("open-file limit " + std::to_string(fd_limit) + " < " +
@@ -239,7 +268,13 @@ int main(int argc, char** argv) {
   std::latch ready(o.threads);
   std::latch done(o.threads);
   for (int i = 0; i < o.threads; ++i) {
+    loops[i % o.loops]->agents.push_back(&agents[i]);
     boost::asio::co_spawn(loops[i % o.loops]->io, set_up(agents[i], ready), rethrow);
+  }
+  const int gate = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  for (auto& loop : loops) {
+    loop->gate.assign(::fcntl(gate, F_DUPFD_CLOEXEC, 0));  // one epoll registration per loop
+    boost::asio::co_spawn(loop->io, join_when_released(*loop, done), rethrow);
   }
 
   pthread_attr_t attr;
@@ -257,14 +292,13 @@ int main(int argc, char** argv) {
   pthread_attr_destroy(&attr);
 
   ready.wait();
-  const auto t_ready = Clock::now();
-  // t0: just before the first join is handed to its loop. An agent whose setup failed does not join.
-  for (int i = 0; i < o.threads; ++i) {
-    if (agents[i].error.empty()) {
-      boost::asio::co_spawn(loops[i % o.loops]->io, join(agents[i], done), rethrow);
-    } else {
-      done.count_down();
-    }
+  const auto t_ready = Clock::now();  // t0, just before the release
+  const std::uint64_t one = 1;
+  if (::write(gate, &one, sizeof one) != static_cast<ssize_t>(sizeof one)) {
+    std::printf("{\"status\":\"error\",\"error\":%s}\n",
+                json_string(std::string("write to the release eventfd: ") + std::strerror(errno)).c_str());
+    std::fflush(stdout);
+    std::_Exit(1);
   }
   done.wait();
   const auto t_all = Clock::now();
@@ -273,6 +307,7 @@ int main(int argc, char** argv) {
     loop->io.stop();
   }
   for (auto& loop : loops) pthread_join(loop->thread, nullptr);
+  ::close(gate);
 
   // --------------------------------------------------------------------------- checks
   int failed = 0;
