@@ -10,8 +10,10 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cstdint>
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +22,7 @@
 #include "launcher/console_output.hpp"
 #include "launcher/environ.hpp"
 #include "launcher/failure_summary.hpp"
+#include "launcher/job_status.hpp"
 #include "launcher/launch_config.hpp"
 #include "launcher/oom_watch.hpp"
 #include "launcher/port_reservation.hpp"
@@ -30,6 +33,7 @@
 #include "launcher/supervisor.hpp"
 #include "launcher/unique_fd.hpp"
 #include "launcher/worker_spec.hpp"
+#include "rendezvous/job_board.hpp"  // the Agent owns one (agent_board.cpp); its destructor is in agent.cpp
 
 namespace ddprun::rendezvous {
 class NodeMembership;
@@ -60,6 +64,8 @@ struct StatusEndpoint;
 class HangRule;
 class StackCapture;
 struct CapturedRank;
+struct JobStatus;
+struct StacksReply;
 
 class Agent {
  public:
@@ -259,6 +265,35 @@ class Agent {
   /// The status monitor, made now when nothing had asked for samples before.
   void ensure_status_samples();
   std::unique_ptr<StatusEndpoint> endpoint_;
+
+  // Job board (agent_board.cpp), multi-node only: each node's status and stacks on the rendezvous
+  // store, so that any agent's endpoint serves the whole job.
+  /// A new round: a board of its own (the last round's goes), and status samples from now on.
+  void open_board(const rendezvous::RoundDecision& decision);
+  /// The round ends: its board goes; stack requests still gathering are answered with an error.
+  void close_board();
+  /// Each sample: this node's status published (bounded), the others' read into board_others_,
+  /// and a new stack request answered.
+  void board_sample(const NodeStatus& node);
+  /// The other nodes' latest statuses added to `job` (this node's is there), by node rank.
+  void add_board_nodes(JobStatus& job) const;
+  /// Captures this node's running ranks' stacks; `done` later, on the loop. False (nothing done)
+  /// while a capture of the board's is under way.
+  bool capture_own_stacks(std::function<void(std::vector<RankStacks>)> done);
+  /// Captures this node's ranks and publishes them as its answer to `request`.
+  void answer_stack_request(std::int64_t request);
+  /// Every node's stacks: a request on the board, then each node's answer (up to 10 s); `done`
+  /// once, later, on the loop. Only while board_ exists.
+  void board_stacks(std::function<void(StacksReply)> done);
+  std::unique_ptr<rendezvous::JobBoard> board_;
+  int board_round_ = -1;
+  int board_nodes_ = 0;
+  std::vector<NodeStatus> board_others_;  ///< the other nodes' statuses as last read
+  bool board_reading_ = false;            ///< a read of the statuses is under way
+  bool board_checking_ = false;           ///< a look for a new stack request is under way
+  std::int64_t board_answered_ = 0;       ///< the newest stack request this node answered
+  std::unique_ptr<StackCapture> board_capture_;
+  std::vector<std::function<void(StacksReply)>> board_stacks_waiting_;
 };
 
 }  // namespace ddprun::launcher

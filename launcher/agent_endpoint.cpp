@@ -48,6 +48,7 @@ class Agent::EndpointView : public StatusSource {
     job.run_id = a_.plan_.config.rdzv_id;
     job.world_size = a_.world_size_;
     job.nodes.push_back(a_.monitor_->latest());
+    a_.add_board_nodes(job);  // a multi-node job: the other nodes', from the board (agent_board.cpp)
     return job;
   }
 
@@ -57,6 +58,7 @@ class Agent::EndpointView : public StatusSource {
   }
 
   void capture_stacks(std::function<void(StacksReply)> done) override {
+    if (a_.board_) return a_.board_stacks(std::move(done));  // every node's (agent_board.cpp)
     waiting_.push_back(std::move(done));
     if (waiting_.size() > 1) return;  // the capture under way answers this one too
     if (a_.stack_capture_ && a_.stack_capture_->busy()) {

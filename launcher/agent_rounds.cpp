@@ -180,6 +180,7 @@ void Agent::enter_round(const RoundDecision& decision) {
                            {"restart_count", decision.restart_count},
                            {"group_rank", group_rank_}}});
   record_round_events(decision);
+  open_board(decision);
   const int restart_count = decision.restart_count;
   print_line("round " + std::to_string(decision.round) + ": " + std::to_string(group_world_size_) +
              " node(s), world size " + std::to_string(world_size_) + "; this node is group rank " +
@@ -193,6 +194,7 @@ void Agent::enter_round(const RoundDecision& decision) {
 }
 
 void Agent::close_round() {
+  close_board();
   if (worker_store_) {
     worker_store_->stop();
     worker_store_.reset();

@@ -75,6 +75,7 @@ void Agent::on_status_sample(const NodeStatus& node) {
   show_status(node);
   note_stragglers(node);
   watch_for_hang(node);
+  board_sample(node);
 }
 
 void Agent::show_status(const NodeStatus& node) {

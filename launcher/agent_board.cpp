@@ -1,0 +1,221 @@
+// The Agent's job board (multi-node jobs): each round has a JobBoard on the rendezvous store
+// (rendezvous/job_board.hpp). Each status sample publishes this node's status there (bounded,
+// board_status.hpp), reads the other nodes' into a cache the status endpoint serves with this
+// node's own fresh sample, and looks for a new stack request: a request asked of any agent
+// (`ddprun stacks`, /api/stacks) is answered by every agent with its own ranks' stacks, and the
+// asking agent serves them all.
+//
+// StatusSource::status() is synchronous: it serves the cache, refreshed from the board once a
+// second, so another node's ranks are at most about two seconds old.
+#include <algorithm>
+#include <boost/asio/post.hpp>
+
+#include "launcher/agent.hpp"
+#include "launcher/agent_support.hpp"
+#include "launcher/board_status.hpp"
+#include "launcher/stack_capture.hpp"
+#include "launcher/stack_digest.hpp"
+#include "launcher/status_http.hpp"
+#include "launcher/status_json.hpp"
+#include "launcher/status_monitor.hpp"
+#include "rendezvous/endpoint.hpp"
+#include "rendezvous/job_board.hpp"
+#include "rendezvous/node_membership.hpp"
+
+namespace ddprun::launcher {
+namespace {
+
+/// How long the asking agent waits for every node's stacks (a node notices a request within a
+/// sample, about a second, and captures its ranks in about two).
+constexpr std::chrono::milliseconds kStacksWait{10000};
+
+/// In each worker's folder: where its faulthandler appends its dumps (as agent_hang.cpp names it).
+constexpr const char* kPythonStacksFile = "python_stacks.txt";
+
+}  // namespace
+
+void Agent::open_board(const rendezvous::RoundDecision& decision) {
+  close_board();
+  rendezvous::JobBoard::Options options;
+  try {
+    options.store = rendezvous::parse_endpoint(membership_->store_address(), 0);
+  } catch (const std::exception& error) {
+    return print_line(std::string("warning: no job board (other nodes' status) this round: ") + error.what());
+  }
+  options.token = plan_.config.store_token;
+  options.run_id = plan_.config.rendezvous.run_id;
+  board_ = std::make_unique<rendezvous::JobBoard>(io_, std::move(options));
+  board_round_ = decision.round;
+  board_nodes_ = static_cast<int>(decision.nodes.size());
+  // The other nodes read this node's status whether or not anyone here looks: sample from now on.
+  ensure_status_samples();
+}
+
+void Agent::close_board() {
+  board_.reset();  // its handlers are never called after this
+  board_reading_ = false;
+  board_checking_ = false;
+  board_others_.clear();
+  if (board_capture_) board_capture_->cancel();
+  board_answered_ = 0;
+  // Requests of the round that ended: the next round's board has other nodes, and they ask again.
+  auto waiting = std::move(board_stacks_waiting_);
+  board_stacks_waiting_.clear();
+  if (!waiting.empty()) {
+    StacksReply reply;
+    reply.error = "the round ended while the stacks were being gathered; ask again";
+    boost::asio::post(io_, [waiting = std::move(waiting), reply] {
+      for (const auto& done : waiting) done(reply);
+    });
+  }
+}
+
+void Agent::board_sample(const NodeStatus& node) {
+  if (!board_) return;
+  const int round = board_round_;
+  board_->publish_status(round, group_rank_, board_status_json(node));
+  if (!board_reading_) {
+    board_reading_ = true;
+    board_->read_statuses(round, board_nodes_, [this](rendezvous::BoardRead read) {
+      board_reading_ = false;
+      if (!read.error.empty()) return;  // the cache stays as it was; the next sample reads again
+      std::vector<NodeStatus> others;
+      for (std::size_t i = 0; i < read.entries.size(); ++i) {
+        if (static_cast<int>(i) == group_rank_ || !read.entries[i]) continue;
+        try {
+          others.push_back(node_status_from_json(nlohmann::json::parse(*read.entries[i])));
+        } catch (const nlohmann::json::exception&) {
+          // Not a status (another version's?): that node is left out, not the job.
+        }
+      }
+      board_others_ = std::move(others);
+    });
+  }
+  if (!board_checking_) {
+    board_checking_ = true;
+    board_->latest_stack_request(round, [this](std::int64_t request, const std::string& error) {
+      board_checking_ = false;
+      if (error.empty() && request > board_answered_) answer_stack_request(request);
+    });
+  }
+}
+
+void Agent::add_board_nodes(JobStatus& job) const {
+  if (!board_) return;
+  for (const NodeStatus& node : board_others_) job.nodes.push_back(node);
+  std::stable_sort(job.nodes.begin(), job.nodes.end(),
+                   [](const NodeStatus& a, const NodeStatus& b) { return a.node_rank < b.node_rank; });
+}
+
+bool Agent::capture_own_stacks(std::function<void(std::vector<RankStacks>)> done) {
+  if (!monitor_) return false;
+  if (!board_capture_) {
+    StackCaptureSettings settings;
+    settings.unwinder = find_unwinder().value_or("");
+    board_capture_ = std::make_unique<StackCapture>(io_, settings);
+  }
+  if (board_capture_->busy()) return false;
+  std::vector<StackTarget> targets;
+  for (const RankStatus& rank : monitor_->latest().ranks) {
+    if (rank.state != RankState::running || rank.pid <= 1) continue;
+    StackTarget target;
+    target.rank = rank.rank;
+    target.local_rank = rank.local_rank;
+    target.node_rank = group_rank_;
+    target.pid = rank.pid;
+    if (python_dir_) target.python_stacks_file = (logs_->worker_dir(attempt_, rank.local_rank) / kPythonStacksFile).string();
+    targets.push_back(std::move(target));
+  }
+  auto finished = [done](const std::vector<CapturedRank>& ranks) {
+    std::vector<RankStacks> stacks;
+    for (const CapturedRank& rank : ranks) stacks.push_back(rank.stacks);
+    done(std::move(stacks));
+  };
+  if (targets.empty()) {
+    boost::asio::post(io_, [done] { done({}); });
+    return true;
+  }
+  return board_capture_->start(std::move(targets), [](const std::vector<CapturedRank>&) {}, finished);
+}
+
+void Agent::answer_stack_request(std::int64_t request) {
+  if (!board_) return;
+  const int round = board_round_;
+  // Not started (a capture under way): board_answered_ stays, and the next sample tries again.
+  if (!capture_own_stacks([this, round, request](std::vector<RankStacks> stacks) {
+        if (!board_ || board_round_ != round) return;
+        board_->publish_stacks(round, request, group_rank_, board_stacks_json(std::move(stacks)));
+      })) {
+    return;
+  }
+  board_answered_ = request;
+}
+
+/// What the asking agent gathers: its own ranks (captured here, not through the board, whose
+/// operations run in order behind the read that waits for the others) and the others' answers.
+struct BoardGather {
+  std::optional<std::vector<RankStacks>> own;
+  std::optional<rendezvous::BoardRead> read;
+  std::string own_missing;  ///< why this node's ranks are not there
+};
+
+void Agent::board_stacks(std::function<void(StacksReply)> done) {
+  board_stacks_waiting_.push_back(std::move(done));
+  if (board_stacks_waiting_.size() > 1) return;  // the request under way answers this one too
+  const int round = board_round_;
+  auto gather = std::make_shared<BoardGather>();
+  auto finish = [this, gather] {
+    if (!gather->own || !gather->read) return;
+    StacksReply reply;
+    const rendezvous::BoardRead& read = *gather->read;
+    if (!read.error.empty()) {
+      reply.error = "cannot read the nodes' stacks: " + read.error;
+    } else {
+      std::vector<std::string> missing;
+      reply.ranks = std::move(*gather->own);
+      if (!gather->own_missing.empty()) missing.push_back(gather->own_missing);
+      for (std::size_t node = 0; node < read.entries.size(); ++node) {
+        if (static_cast<int>(node) == group_rank_) continue;
+        if (!read.entries[node]) {
+          missing.push_back("node " + std::to_string(node) + ": no answer within " +
+                            std::to_string(kStacksWait.count() / 1000) + " s");
+          continue;
+        }
+        try {
+          for (RankStacks& rank : board_stacks_from_json(*read.entries[node])) reply.ranks.push_back(std::move(rank));
+        } catch (const nlohmann::json::exception&) {
+          missing.push_back("node " + std::to_string(node) + ": an answer that is not stacks");
+        }
+      }
+      std::sort(reply.ranks.begin(), reply.ranks.end(),
+                [](const RankStacks& a, const RankStacks& b) { return a.rank < b.rank; });
+      reply.digest = stack_digest(reply.ranks, read_source_line);
+      reply.digest.insert(reply.digest.end(), missing.begin(), missing.end());
+    }
+    auto waiting = std::move(board_stacks_waiting_);
+    board_stacks_waiting_.clear();
+    for (const auto& waiter : waiting) waiter(reply);  // in a handler already: never inside board_stacks
+  };
+  board_->request_stacks(round, [this, round, gather, finish](std::int64_t request, const std::string& error) {
+    if (request <= 0) {
+      gather->own.emplace();
+      gather->read.emplace(rendezvous::BoardRead{{}, "cannot ask the other nodes for their stacks: " + error});
+      return finish();
+    }
+    board_answered_ = request;  // this node answers here, not on the board
+    const bool started = capture_own_stacks([gather, finish](std::vector<RankStacks> stacks) {
+      gather->own = std::move(stacks);
+      finish();
+    });
+    if (!started) {
+      gather->own.emplace();
+      gather->own_missing = "node " + std::to_string(group_rank_) + ": a capture was under way; ask again";
+    }
+    board_->read_stacks(round, request, board_nodes_, kStacksWait, [gather, finish](rendezvous::BoardRead read) {
+      gather->read = std::move(read);
+      finish();
+    });
+  });
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,135 @@
+// A multi-node job's status and stacks from any agent (issue 13, item 5): two agents on loopback
+// (a static job of 2 nodes, 2 workers each) each publish their node's status on the rendezvous
+// store's job board; /api/status of either agent lists all 4 ranks of both nodes, `ddprun status`
+// against node 1's endpoint prints every rank, and `ddprun stacks` against node 1's endpoint
+// gathers every node's stacks: all 4 ranks, grouped.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "../support/free_port.hpp"
+#include "../support/raw_http.hpp"
+#include "harness.hpp"
+
+namespace ddprun::testing {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+/// One agent of the job; its stderr goes to a file read while it runs.
+class BoardNode {
+ public:
+  BoardNode(const TempDir& dir, const std::string& runtime, int node_rank, int master_port)
+      : stderr_file_(dir.path() / ("node" + std::to_string(node_rank) + ".err")) {
+    std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DDPRUN_TEST_STDERR\"", ddprun_binary(),
+                                     "--nnodes=2", "--node_rank=" + std::to_string(node_rank),
+                                     "--master_addr=127.0.0.1", "--master_port=" + std::to_string(master_port),
+                                     "--nproc_per_node=2", "--rdzv_conf=timeout=60,read_timeout=15",
+                                     "--rdzv_id=board-" + std::to_string(::getpid()), "--status-port", "0",
+                                     "--log-dir", (dir.path() / ("logs" + std::to_string(node_rank))).string(),
+                                     "--no-python", test_worker_binary(), "pid", dir.str()};
+    launch_ = std::make_unique<Launch>(Launch::Command{argv},
+                                       std::map<std::string, std::string>{{"XDG_RUNTIME_DIR", runtime},
+                                                                          {"DDPRUN_TEST_STDERR", stderr_file_.string()}});
+  }
+  ~BoardNode() {
+    launch_->send(SIGTERM);
+    launch_->wait();
+  }
+  std::string stderr_text() const { return read_file(stderr_file_); }
+  /// The port of "ddprun: status at http://127.0.0.1:PORT/"; 0 when not printed (yet).
+  int port() const {
+    std::smatch match;
+    const std::string text = stderr_text();
+    static const std::regex line("ddprun: status at http://[^ ]*:([0-9]+)/\n");
+    return std::regex_search(text, match, line) ? std::stoi(match[1]) : 0;
+  }
+
+ private:
+  std::filesystem::path stderr_file_;
+  std::unique_ptr<Launch> launch_;
+};
+
+/// rank -> (node rank, pid) as served by the agent on `port`; empty on any error (said in `why`).
+std::map<int, std::pair<int, int>> served_ranks(int port, std::string& why) {
+  std::map<int, std::pair<int, int>> ranks;
+  try {
+    HttpReply reply = http_get(RawConnection::tcp(port), "/api/status");
+    why = std::to_string(reply.status) + " " + reply.body.substr(0, 4000);
+    if (reply.status != 200) return {};
+    const json status = json::parse(reply.body);  // kept: a loop over a temporary's member would dangle
+    for (const auto& node : status.at("nodes")) {
+      for (const auto& rank : node.at("ranks")) {
+        ranks[rank.at("rank").get<int>()] = {node.at("node_rank").get<int>(), rank.at("pid").get<int>()};
+      }
+    }
+  } catch (const std::exception& error) {
+    why += std::string(": ") + error.what();
+    return {};
+  }
+  return ranks;
+}
+
+TEST(MultinodeStatus, EitherAgentServesEveryRankOfBothNodesAndTheirStacks) {
+  TempDir runtime;
+  ::chmod(runtime.path().c_str(), 0700);
+  TempDir dir;
+  const int master_port = free_port();
+  BoardNode node0(dir, runtime.str(), 0, master_port);
+  BoardNode node1(dir, runtime.str(), 1, master_port);
+  std::map<int, int> pids;
+  ASSERT_TRUE(eventually([&] {
+    for (int rank = 0; rank < 4; ++rank) {
+      if (!std::filesystem::exists(dir.path() / ("pid_" + std::to_string(rank)))) return false;
+    }
+    return true;
+  }, 60s)) << node0.stderr_text() << node1.stderr_text();
+  for (int rank = 0; rank < 4; ++rank) pids[rank] = std::stoi(read_file(dir.path() / ("pid_" + std::to_string(rank))));
+  ASSERT_GT(node0.port(), 0) << node0.stderr_text();
+  ASSERT_GT(node1.port(), 0) << node1.stderr_text();
+
+  // Each agent: its own ranks and, from the board within a few seconds, the other node's.
+  for (int port : {node0.port(), node1.port()}) {
+    std::map<int, std::pair<int, int>> ranks;
+    std::string why;
+    EXPECT_TRUE(eventually([&] {
+      ranks = served_ranks(port, why);
+      return ranks.size() == 4 && ranks[0].second == pids[0] && ranks[3].second == pids[3];
+    })) << "port " << port << ": " << ranks.size() << " ranks: " << why << "\n" << node0.stderr_text() << node1.stderr_text();
+    for (int rank = 0; rank < 4; ++rank) {
+      EXPECT_EQ(ranks[rank].first, rank / 2) << "rank " << rank << " is on node " << rank / 2;
+      EXPECT_EQ(ranks[rank].second, pids[rank]) << "rank " << rank;
+    }
+  }
+
+  const std::string endpoint1 = "127.0.0.1:" + std::to_string(node1.port());
+  const std::map<std::string, std::string> env = {{"XDG_RUNTIME_DIR", runtime.str()}};
+  Outcome status = run_ddprun({"status", endpoint1}, env);
+  ASSERT_EQ(status.exit_status, 0) << status.err;
+  for (int rank = 0; rank < 4; ++rank) {
+    std::regex row("\\n +" + std::to_string(rank) + " +" + std::to_string(rank / 2) + " +" + std::to_string(rank % 2) +
+                   " +" + std::to_string(pids[rank]) + " +running ");
+    EXPECT_TRUE(std::regex_search(status.out, row)) << "rank " << rank << " in\n" << status.out;
+  }
+
+  // Asked of node 1, which does not host the store: every node captures its own ranks.
+  Outcome stacks = run_ddprun({"stacks", endpoint1}, env);
+  ASSERT_EQ(stacks.exit_status, 0) << stacks.err << stacks.out;
+  for (int rank = 0; rank < 4; ++rank) {
+    EXPECT_NE(stacks.out.find("rank " + std::to_string(rank) + " (pid " + std::to_string(pids[rank]) + ", node " +
+                              std::to_string(rank / 2) + ")"),
+              std::string::npos)
+        << stacks.out;
+  }
+  EXPECT_EQ(stacks.out.rfind("ranks 0-3: ", 0), 0u) << "the digest first: every rank waits in the same place\n"
+                                                         << stacks.out;
+  EXPECT_NE(stacks.out.find("pause"), std::string::npos) << stacks.out;
+  for (const auto& [rank, pid] : pids) EXPECT_TRUE(process_alive(pid)) << "a capture leaves rank " << rank << " running";
+}
+
+}  // namespace
+}  // namespace ddprun::testing
