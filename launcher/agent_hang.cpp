@@ -20,6 +20,7 @@
 #include "launcher/python_dir.hpp"
 #include "launcher/stack_capture.hpp"
 #include "launcher/stack_digest.hpp"
+#include "launcher/status_monitor.hpp"
 #include "launcher/terminal_safe.hpp"
 
 namespace ddprun::launcher {
@@ -64,6 +65,7 @@ void Agent::watch_for_hang(const NodeStatus& node) {
   if (!verdict.newly_hung) return;
   hang_sample_ = std::make_unique<NodeStatus>(node);
   hang_time_ = std::chrono::system_clock::now();
+  if (monitor_) monitor_->count_hang();  // every later sample (status page, /metrics) carries the count
   record_event({.kind = JobEventKind::hang_detected,
                 .detail = {{"idle_seconds", verdict.idle_seconds},
                            {"timeout_seconds", timeout},

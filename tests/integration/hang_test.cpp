@@ -125,8 +125,10 @@ TEST(Hang, CppWorkerStalledRankIsNamedAndStopEndsTheJob) {
   if (!has_gdb()) GTEST_SKIP() << "gdb missing: a C++ worker's stacks come from gdb";
   TempDir dir;
   const fs::path logs = dir.path() / "logs";
+  const fs::path events = dir.path() / "events.jsonl";
   Outcome outcome = Launch({"--standalone", "--nproc-per-node", "3", "--hang-timeout", "2", "--hang-action", "stop",
-                            "--log-dir", logs.string(), plain_sgd_binary(), "--stall-rank", "1"})
+                            "--events", events.string(), "--log-dir", logs.string(), plain_sgd_binary(), "--stall-rank",
+                            "1"})
                         .wait(std::chrono::seconds(240));
   EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
   EXPECT_TRUE(contains(outcome.err, "ddprun: hang: rank 1: stall <- train <- main\n")) << outcome.err;
@@ -137,6 +139,14 @@ TEST(Hang, CppWorkerStalledRankIsNamedAndStopEndsTheJob) {
   const std::string rank1 = read_file(*stacks_dir(logs) / "rank_1.txt");
   EXPECT_TRUE(contains(rank1, "no Python frames")) << rank1;  // never sent the Python signal
   EXPECT_TRUE(contains(rank1, "stall(int, long)")) << rank1;
+  // The job's events: the hang, then each rank's stacks file.
+  const std::string log = read_file(events);
+  EXPECT_TRUE(contains(log, "\"event\":\"hang_detected\"")) << log;
+  EXPECT_TRUE(contains(log, "\"action\":\"stop\"")) << log;
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_TRUE(contains(log, "rank_" + std::to_string(rank) + ".txt")) << log;
+  }
+  EXPECT_LT(log.find("hang_detected"), log.find("stacks_written")) << log;
 }
 
 TEST(Hang, HangActionRestartRestartsTheWorkersAsAFailureDoes) {
@@ -155,7 +165,7 @@ TEST(Hang, HangActionRestartRestartsTheWorkersAsAFailureDoes) {
 
 TEST(Hang, SlowButProgressingJobsAreNeverCalledHung) {
   TempDir dir;
-  // One prints a line every 1.5 s; the other computes for 6 s without a word: neither is hung at 2 s.
+  // One prints a line every 1.5 s; the other computes for 8 s without a word: neither is hung at 3 s.
   const fs::path printing = dir.path() / "printing.py";
   std::ofstream(printing) << "import time\n"
                              "for i in range(5):\n"
@@ -163,11 +173,11 @@ TEST(Hang, SlowButProgressingJobsAreNeverCalledHung) {
                              "    print('step', i, flush=True)\n";
   const fs::path computing = dir.path() / "computing.py";
   std::ofstream(computing) << "import time\n"
-                              "end = time.time() + 6\n"
+                              "end = time.time() + 8\n"
                               "while time.time() < end:\n"
                               "    sum(range(10000))\n";
   for (const fs::path& script : {printing, computing}) {
-    Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", "--hang-timeout", "2", "--hang-action", "stop",
+    Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", "--hang-timeout", "3", "--hang-action", "stop",
                                   script.string()},
                                  {{"PYTHON_EXEC", kSystemPython}});
     EXPECT_EQ(outcome.exit_status, 0) << script << ": " << outcome.err;
