@@ -89,6 +89,12 @@ std::vector<std::string> spell_out_options(const std::vector<std::string>& args)
       auto eq = arg.find('=');
       std::string_view typed = std::string_view(arg).substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
       NameMatch match = match_long_name(typed, s.names);
+      if (match.kind == NameMatch::Kind::ambiguous && kHelp.starts_with(typed)) {
+        // torchrun's only --h... option is --help, so `--h` has always meant help there; ddprun's own
+        // --hang-* options (--hang-t, --hang-a at the shortest) do not take that habit away.
+        match.kind = NameMatch::Kind::unique;
+        match.owner = option_table().size();
+      }
       if (match.kind == NameMatch::Kind::ambiguous) {
         std::string list;
         for (const auto& c : match.candidates) list += (list.empty() ? "" : ", ") + c;

@@ -62,6 +62,8 @@ TEST(SpellOutOptions, FullNamesBeforeProgramOnly) {
       {{"--", "--nproc", "t.py"}, {"--", "--nproc", "t.py"}},
       {{"--unknown", "--nproc", "t.py"}, {"--unknown", "--nproc", "t.py"}},
       {{"--h"}, {"--help"}},
+      {{"--he"}, {"--help"}},
+      {{"--hang-t", "5", "t.py"}, {"--hang-timeout", "5", "t.py"}},
       {{"--vers"}, {"--version"}},
       {{"--verb", "t.py"}, {"--verbose", "t.py"}},
   };
