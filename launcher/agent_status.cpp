@@ -124,6 +124,7 @@ void Agent::note_stragglers(const NodeStatus& node) {
 
 void Agent::end_status() {
   if (monitor_) monitor_->stop();
+  close_board();  // its store connection too: the store's host waits for its clients to leave
   if (status_block_) console_->out().set_status({});
 }
 
