@@ -64,6 +64,7 @@ struct StatusEndpoint;
 class HangRule;
 class StackCapture;
 struct CapturedRank;
+struct StackTarget;
 struct JobStatus;
 struct StacksReply;
 
@@ -164,6 +165,11 @@ class Agent {
   /// CaptureStacks: the digest once every rank can be placed, the files once all are in, then
   /// StacksCaptured.
   void capture_stacks();
+  /// What a capture of `node`'s running ranks attaches to (pids, this node's rank, each rank's
+  /// Python stacks file): the one list the hang, the endpoint and the board captures all use.
+  std::vector<StackTarget> stack_targets(const NodeStatus& node) const;
+  /// A StackCapture as every capture here wants it: ddprun-unwind when it sits beside ddprun, else gdb.
+  std::unique_ptr<StackCapture> make_stack_capture();
   void print_hang_digest(const std::vector<CapturedRank>& ranks);
   void write_stack_files(const std::vector<CapturedRank>& ranks);
   /// PrintFailureSummary: the workers' failures, and the hang that ended the job when one did.

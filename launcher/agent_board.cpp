@@ -109,23 +109,9 @@ void Agent::add_board_nodes(JobStatus& job) const {
 
 bool Agent::capture_own_stacks(std::function<void(std::vector<RankStacks>)> done) {
   if (!monitor_) return false;
-  if (!board_capture_) {
-    StackCaptureSettings settings;
-    settings.unwinder = find_unwinder().value_or("");
-    board_capture_ = std::make_unique<StackCapture>(io_, settings);
-  }
+  if (!board_capture_) board_capture_ = make_stack_capture();
   if (board_capture_->busy()) return false;
-  std::vector<StackTarget> targets;
-  for (const RankStatus& rank : monitor_->latest().ranks) {
-    if (rank.state != RankState::running || rank.pid <= 1) continue;
-    StackTarget target;
-    target.rank = rank.rank;
-    target.local_rank = rank.local_rank;
-    target.node_rank = group_rank_;
-    target.pid = rank.pid;
-    if (python_dir_) target.python_stacks_file = (logs_->worker_dir(attempt_, rank.local_rank) / kPythonStacksFile).string();
-    targets.push_back(std::move(target));
-  }
+  std::vector<StackTarget> targets = stack_targets(monitor_->latest());
   auto finished = [done](const std::vector<CapturedRank>& ranks) {
     std::vector<RankStacks> stacks;
     for (const CapturedRank& rank : ranks) stacks.push_back(rank.stacks);

@@ -65,22 +65,9 @@ class Agent::EndpointView : public StatusSource {
       return answer(error_reply("the stacks of a hang are being captured; ask again in a moment"));
     }
     a_.ensure_status_samples();
-    std::vector<StackTarget> targets;
-    for (const RankStatus& rank : a_.monitor_->latest().ranks) {
-      if (rank.state != RankState::running || rank.pid <= 1) continue;
-      StackTarget target;
-      target.rank = rank.rank;
-      target.local_rank = rank.local_rank;
-      target.node_rank = a_.group_rank_;
-      target.pid = rank.pid;
-      // Where the rank's faulthandler writes, as agent_hang.cpp names it.
-      if (a_.python_dir_) {
-        target.python_stacks_file = (a_.logs_->worker_dir(a_.attempt_, rank.local_rank) / "python_stacks.txt").string();
-      }
-      targets.push_back(std::move(target));
-    }
+    std::vector<StackTarget> targets = a_.stack_targets(a_.monitor_->latest());
     if (targets.empty()) return answer(StacksReply{});
-    if (!capture_) capture_ = std::make_unique<StackCapture>(a_.io_, StackCaptureSettings{});
+    if (!capture_) capture_ = a_.make_stack_capture();
     const bool started = capture_->start(std::move(targets), [](const std::vector<CapturedRank>&) {},
                                          [this](const std::vector<CapturedRank>& ranks) {
                                            StacksReply reply;

@@ -73,26 +73,32 @@ void Agent::watch_for_hang(const NodeStatus& node) {
   dispatch(event::HangDetected{verdict.idle_seconds, timeout});
 }
 
-void Agent::capture_stacks() {
-  if (!stack_capture_) {
-    StackCaptureSettings settings;
-    settings.unwinder = find_unwinder().value_or("");
-    stack_capture_ = std::make_unique<StackCapture>(io_, settings);
+std::vector<StackTarget> Agent::stack_targets(const NodeStatus& node) const {
+  std::vector<StackTarget> targets;
+  for (const RankStatus& rank : node.ranks) {
+    if (rank.state != RankState::running || rank.pid <= 1) continue;
+    StackTarget target;
+    target.rank = rank.rank;
+    target.local_rank = rank.local_rank;
+    target.node_rank = group_rank_;
+    target.pid = rank.pid;
+    if (python_dir_) target.python_stacks_file = (logs_->worker_dir(attempt_, rank.local_rank) / kPythonStacksFile).string();
+    targets.push_back(std::move(target));
   }
+  return targets;
+}
+
+std::unique_ptr<StackCapture> Agent::make_stack_capture() {
+  StackCaptureSettings settings;
+  settings.unwinder = find_unwinder().value_or("");
+  return std::make_unique<StackCapture>(io_, settings);
+}
+
+void Agent::capture_stacks() {
+  if (!stack_capture_) stack_capture_ = make_stack_capture();
   stack_capture_->cancel();  // an earlier hang's capture still waiting for gdb: this one is newer
   std::vector<StackTarget> targets;
-  if (hang_sample_) {
-    for (const RankStatus& rank : hang_sample_->ranks) {
-      if (rank.state != RankState::running || rank.pid <= 1) continue;
-      StackTarget target;
-      target.rank = rank.rank;
-      target.local_rank = rank.local_rank;
-      target.node_rank = group_rank_;
-      target.pid = rank.pid;
-      if (python_dir_) target.python_stacks_file = (logs_->worker_dir(attempt_, rank.local_rank) / kPythonStacksFile).string();
-      targets.push_back(std::move(target));
-    }
-  }
+  if (hang_sample_) targets = stack_targets(*hang_sample_);
   stacks_dir_ = logs_->run_dir() / ("attempt_" + std::to_string(attempt_)) / "stacks";
   hang_digest_.clear();
   stack_capture_->start(
