@@ -291,6 +291,10 @@ class Agent {
   /// Every node's stacks: a request on the board, then each node's answer (up to 10 s); `done`
   /// once, later, on the loop. Only while board_ exists.
   void board_stacks(std::function<void(StacksReply)> done);
+  /// A hang on node 0 of a multi-node job: asks every other node for its stacks and prints the
+  /// whole job's digest beside this node's (`own`: the hang's capture here). Other nodes print
+  /// their own digest only; a node that does not answer within the wait is named.
+  void gather_hang_stacks(std::vector<RankStacks> own);
   std::unique_ptr<rendezvous::JobBoard> board_;
   int board_round_ = -1;
   int board_nodes_ = 0;

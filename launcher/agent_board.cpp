@@ -18,6 +18,7 @@
 #include "launcher/status_http.hpp"
 #include "launcher/status_json.hpp"
 #include "launcher/status_monitor.hpp"
+#include "launcher/terminal_safe.hpp"
 #include "rendezvous/endpoint.hpp"
 #include "rendezvous/job_board.hpp"
 #include "rendezvous/node_membership.hpp"
@@ -29,8 +30,37 @@ namespace {
 /// sample, about a second, and captures its ranks in about two).
 constexpr std::chrono::milliseconds kStacksWait{10000};
 
-/// In each worker's folder: where its faulthandler appends its dumps (as agent_hang.cpp names it).
-constexpr const char* kPythonStacksFile = "python_stacks.txt";
+/// The job's stacks: this node's `own` ranks and the other nodes' answers in `read`, one digest for
+/// all, each node that did not answer a line of its own after it.
+StacksReply job_stacks_reply(std::vector<RankStacks> own, const std::string& own_missing,
+                             const rendezvous::BoardRead& read, int self) {
+  StacksReply reply;
+  if (!read.error.empty()) {
+    reply.error = "cannot read the nodes' stacks: " + read.error;
+    return reply;
+  }
+  std::vector<std::string> missing;
+  reply.ranks = std::move(own);
+  if (!own_missing.empty()) missing.push_back(own_missing);
+  for (std::size_t node = 0; node < read.entries.size(); ++node) {
+    if (static_cast<int>(node) == self) continue;
+    if (!read.entries[node]) {
+      missing.push_back("node " + std::to_string(node) + ": no answer within " +
+                        std::to_string(kStacksWait.count() / 1000) + " s");
+      continue;
+    }
+    try {
+      for (RankStacks& rank : board_stacks_from_json(*read.entries[node])) reply.ranks.push_back(std::move(rank));
+    } catch (const nlohmann::json::exception&) {
+      missing.push_back("node " + std::to_string(node) + ": an answer that is not stacks");
+    }
+  }
+  std::sort(reply.ranks.begin(), reply.ranks.end(),
+            [](const RankStacks& a, const RankStacks& b) { return a.rank < b.rank; });
+  reply.digest = stack_digest(reply.ranks, read_source_line);
+  reply.digest.insert(reply.digest.end(), missing.begin(), missing.end());
+  return reply;
+}
 
 }  // namespace
 
@@ -110,7 +140,8 @@ void Agent::add_board_nodes(JobStatus& job) const {
 bool Agent::capture_own_stacks(std::function<void(std::vector<RankStacks>)> done) {
   if (!monitor_) return false;
   if (!board_capture_) board_capture_ = make_stack_capture();
-  if (board_capture_->busy()) return false;
+  // A capture under way here (this one's, or a hang's, which attaches to the same pids): later.
+  if (board_capture_->busy() || (stack_capture_ && stack_capture_->busy())) return false;
   std::vector<StackTarget> targets = stack_targets(monitor_->latest());
   auto finished = [done](const std::vector<CapturedRank>& ranks) {
     std::vector<RankStacks> stacks;
@@ -152,32 +183,7 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
   auto gather = std::make_shared<BoardGather>();
   auto finish = [this, gather] {
     if (!gather->own || !gather->read) return;
-    StacksReply reply;
-    const rendezvous::BoardRead& read = *gather->read;
-    if (!read.error.empty()) {
-      reply.error = "cannot read the nodes' stacks: " + read.error;
-    } else {
-      std::vector<std::string> missing;
-      reply.ranks = std::move(*gather->own);
-      if (!gather->own_missing.empty()) missing.push_back(gather->own_missing);
-      for (std::size_t node = 0; node < read.entries.size(); ++node) {
-        if (static_cast<int>(node) == group_rank_) continue;
-        if (!read.entries[node]) {
-          missing.push_back("node " + std::to_string(node) + ": no answer within " +
-                            std::to_string(kStacksWait.count() / 1000) + " s");
-          continue;
-        }
-        try {
-          for (RankStacks& rank : board_stacks_from_json(*read.entries[node])) reply.ranks.push_back(std::move(rank));
-        } catch (const nlohmann::json::exception&) {
-          missing.push_back("node " + std::to_string(node) + ": an answer that is not stacks");
-        }
-      }
-      std::sort(reply.ranks.begin(), reply.ranks.end(),
-                [](const RankStacks& a, const RankStacks& b) { return a.rank < b.rank; });
-      reply.digest = stack_digest(reply.ranks, read_source_line);
-      reply.digest.insert(reply.digest.end(), missing.begin(), missing.end());
-    }
+    StacksReply reply = job_stacks_reply(std::move(*gather->own), gather->own_missing, *gather->read, group_rank_);
     auto waiting = std::move(board_stacks_waiting_);
     board_stacks_waiting_.clear();
     for (const auto& waiter : waiting) waiter(reply);  // in a handler already: never inside board_stacks
@@ -200,6 +206,22 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
     board_->read_stacks(round, request, board_nodes_, kStacksWait, [gather, finish](rendezvous::BoardRead read) {
       gather->read = std::move(read);
       finish();
+    });
+  });
+}
+
+void Agent::gather_hang_stacks(std::vector<RankStacks> own) {
+  if (!board_ || group_rank_ != 0 || board_nodes_ < 2) return;
+  const int round = board_round_;
+  auto own_ranks = std::make_shared<std::vector<RankStacks>>(std::move(own));
+  board_->request_stacks(round, [this, round, own_ranks](std::int64_t request, const std::string& error) {
+    if (request <= 0) return print_line("hang: cannot ask the other nodes for their stacks: " + error);
+    board_answered_ = request;  // this node's ranks are the hang's own capture
+    board_->read_stacks(round, request, board_nodes_, kStacksWait, [this, own_ranks](rendezvous::BoardRead read) {
+      const StacksReply reply = job_stacks_reply(std::move(*own_ranks), "", read, group_rank_);
+      if (!reply.error.empty()) return print_line("hang: " + terminal_safe(reply.error));
+      print_line("hang: the whole job (" + std::to_string(board_nodes_) + " nodes):");
+      for (const std::string& line : reply.digest) print_line("hang:   " + terminal_safe(line));
     });
   });
 }

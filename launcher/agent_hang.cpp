@@ -105,6 +105,9 @@ void Agent::capture_stacks() {
       std::move(targets), [this](const std::vector<CapturedRank>& ranks) { print_hang_digest(ranks); },
       [this](const std::vector<CapturedRank>& ranks) {
         write_stack_files(ranks);
+        std::vector<RankStacks> own;
+        for (const CapturedRank& rank : ranks) own.push_back(rank.stacks);
+        gather_hang_stacks(std::move(own));  // multi-node, node 0: the whole job's digest follows
         dispatch(event::StacksCaptured{});
       });
 }

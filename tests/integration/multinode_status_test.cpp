@@ -23,15 +23,18 @@ using namespace std::chrono_literals;
 /// One agent of the job; its stderr goes to a file read while it runs.
 class BoardNode {
  public:
-  BoardNode(const TempDir& dir, const std::string& runtime, int node_rank, int master_port)
+  /// `job`: the options after ddprun's own and the program (default: test_worker writing its pid).
+  BoardNode(const TempDir& dir, const std::string& runtime, int node_rank, int master_port,
+            std::vector<std::string> job = {})
       : stderr_file_(dir.path() / ("node" + std::to_string(node_rank) + ".err")) {
+    if (job.empty()) job = {"--no-python", test_worker_binary(), "pid", dir.str()};
     std::vector<std::string> argv = {"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$DDPRUN_TEST_STDERR\"", ddprun_binary(),
                                      "--nnodes=2", "--node_rank=" + std::to_string(node_rank),
                                      "--master_addr=127.0.0.1", "--master_port=" + std::to_string(master_port),
                                      "--nproc_per_node=2", "--rdzv_conf=timeout=60,read_timeout=15",
                                      "--rdzv_id=board-" + std::to_string(::getpid()), "--status-port", "0",
-                                     "--log-dir", (dir.path() / ("logs" + std::to_string(node_rank))).string(),
-                                     "--no-python", test_worker_binary(), "pid", dir.str()};
+                                     "--log-dir", (dir.path() / ("logs" + std::to_string(node_rank))).string()};
+    argv.insert(argv.end(), job.begin(), job.end());
     launch_ = std::make_unique<Launch>(Launch::Command{argv},
                                        std::map<std::string, std::string>{{"XDG_RUNTIME_DIR", runtime},
                                                                           {"DDPRUN_TEST_STDERR", stderr_file_.string()}});
@@ -129,6 +132,36 @@ TEST(MultinodeStatus, EitherAgentServesEveryRankOfBothNodesAndTheirStacks) {
                                                          << stacks.out;
   EXPECT_NE(stacks.out.find("pause"), std::string::npos) << stacks.out;
   for (const auto& [rank, pid] : pids) EXPECT_TRUE(process_alive(pid)) << "a capture leaves rank " << rank << " running";
+}
+
+// A hang across two agents: plain_sgd's rank 1 (on node 0) stalls before its first all-reduce, so
+// the other three wait inside it. Each agent finds the hang with its own ranks; node 0 also asks
+// node 1 for its stacks through the board and prints the whole job's digest, the odd rank first.
+TEST(MultinodeStatus, AHangOnTwoAgentsGetsTheWholeJobsDigestOnNodeZero) {
+  TempDir runtime;
+  ::chmod(runtime.path().c_str(), 0700);
+  TempDir dir;
+  const int master_port = free_port();
+  const std::vector<std::string> job = {"--hang-timeout", "3", PLAIN_SGD_BINARY, "--stall-rank", "1"};
+  BoardNode node0(dir, runtime.str(), 0, master_port, job);
+  BoardNode node1(dir, runtime.str(), 1, master_port, job);
+  ASSERT_TRUE(eventually([&] { return node0.stderr_text().find("hang: the whole job (2 nodes):") != std::string::npos; },
+                         120s))
+      << node0.stderr_text() << node1.stderr_text();
+  // The digest's lines follow its heading; give them a moment to be written out.
+  ASSERT_TRUE(eventually([&] {
+    return node0.stderr_text().find("hang:   ranks 0,2,3: ") != std::string::npos;
+  }, 10s)) << node0.stderr_text();
+  const std::string err0 = node0.stderr_text();
+  const std::string whole = err0.substr(err0.find("hang: the whole job (2 nodes):"));
+  EXPECT_NE(whole.find("hang:   rank 1: stall <- train <- main\n"), std::string::npos) << whole;
+  EXPECT_NE(whole.find("hang:   ranks 0,2,3: ddprun::detail::GlooWork::wait <- train <- main\n"), std::string::npos)
+      << whole;
+  EXPECT_LT(whole.find("hang:   rank 1:"), whole.find("hang:   ranks 0,2,3:")) << "the odd rank out first\n" << whole;
+  // Node 1 found the hang too, with its own ranks only, and printed no whole-job digest.
+  const std::string err1 = node1.stderr_text();
+  EXPECT_NE(err1.find("hang: ranks 2,3: ddprun::detail::GlooWork::wait <- train <- main\n"), std::string::npos) << err1;
+  EXPECT_EQ(err1.find("the whole job"), std::string::npos) << err1;
 }
 
 }  // namespace
