@@ -203,7 +203,7 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
       gather->own.emplace();
       gather->own_missing = "node " + std::to_string(group_rank_) + ": a capture was under way; ask again";
     }
-    board_->read_stacks(round, request, board_nodes_, kStacksWait, [gather, finish](rendezvous::BoardRead read) {
+    board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWait, [gather, finish](rendezvous::BoardRead read) {
       gather->read = std::move(read);
       finish();
     });
@@ -217,7 +217,7 @@ void Agent::gather_hang_stacks(std::vector<RankStacks> own) {
   board_->request_stacks(round, [this, round, own_ranks](std::int64_t request, const std::string& error) {
     if (request <= 0) return print_line("hang: cannot ask the other nodes for their stacks: " + error);
     board_answered_ = request;  // this node's ranks are the hang's own capture
-    board_->read_stacks(round, request, board_nodes_, kStacksWait, [this, own_ranks](rendezvous::BoardRead read) {
+    board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWait, [this, own_ranks](rendezvous::BoardRead read) {
       const StacksReply reply = job_stacks_reply(std::move(*own_ranks), "", read, group_rank_);
       if (!reply.error.empty()) return print_line("hang: " + terminal_safe(reply.error));
       print_line("hang: the whole job (" + std::to_string(board_nodes_) + " nodes):");

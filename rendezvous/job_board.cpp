@@ -238,13 +238,19 @@ void JobBoard::publish_stacks(int round, std::int64_t request, int node, std::st
       std::move(report), false);
 }
 
-void JobBoard::read_stacks(int round, std::int64_t request, int nodes, milliseconds wait,
+void JobBoard::read_stacks(int round, std::int64_t request, int nodes, int asker, milliseconds wait,
                            std::function<void(BoardRead)> done) {
-  std::vector<std::string> keys;
-  for (int node = 0; node < nodes; ++node) keys.push_back(stacks_key(round, request, node));
+  std::vector<std::string> keys;  // the answering nodes' keys, in node order
+  std::vector<int> answering;
+  for (int node = 0; node < nodes; ++node) {
+    if (node == asker) continue;
+    keys.push_back(stacks_key(round, request, node));
+    answering.push_back(node);
+  }
   enqueue_read<BoardEntries>(
       state_,
       [keys, wait](std::shared_ptr<State> self) -> Task<BoardEntries> {
+        if (keys.empty()) co_return BoardEntries{};
         try {
           co_await self->client.wait(keys, wait);
         } catch (const StoreTimeout&) {
@@ -252,7 +258,11 @@ void JobBoard::read_stacks(int round, std::int64_t request, int nodes, milliseco
         }
         co_return co_await State::read_now(self, keys);
       },
-      [done = std::move(done)](BoardEntries entries, std::string error) {
+      [done = std::move(done), answering, nodes](BoardEntries answers, std::string error) {
+        BoardEntries entries(error.empty() ? static_cast<std::size_t>(nodes) : 0);
+        for (std::size_t i = 0; i < answers.size() && i < answering.size(); ++i) {
+          entries[static_cast<std::size_t>(answering[i])] = std::move(answers[i]);
+        }
         done(BoardRead{std::move(entries), std::move(error)});
       },
       BoardEntries{});

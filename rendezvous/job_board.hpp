@@ -71,9 +71,10 @@ class JobBoard {
   /// Node `node`'s answer to request `request`.
   void publish_stacks(int round, std::int64_t request, int node, std::string bytes,
                       std::function<void(std::string)> done = {});
-  /// The answers of nodes 0..nodes-1 to `request`: waits up to `wait` for all of them, then gives
-  /// what is there (a node that did not answer is nullopt).
-  void read_stacks(int round, std::int64_t request, int nodes, std::chrono::milliseconds wait,
+  /// The answers of nodes 0..nodes-1 to `request`: waits up to `wait` for all of them but `asker`
+  /// (the asking node, whose own ranks are at hand: it never answers on the board), then gives what
+  /// is there (a node that did not answer, and `asker`, are nullopt).
+  void read_stacks(int round, std::int64_t request, int nodes, int asker, std::chrono::milliseconds wait,
                    std::function<void(BoardRead)> done);
 
   /// "ddprun/rdzv/<run id>/board/<round>/status/<node>" and the like, for tests and messages.
