@@ -59,6 +59,7 @@ struct AgentPlan {
 };
 
 class StatusMonitor;
+struct StatusMonitorSettings;
 struct NodeStatus;
 struct StatusEndpoint;
 class HangRule;
@@ -144,6 +145,9 @@ class Agent {
   // Status (agent_status.cpp): the monitor's samples, the console's status block and lines.
   /// Makes the monitor when something reads its samples (status_wanted); before the first attempt.
   void start_status();
+  /// The status monitor, sampling this node's workers into on_status_sample (start_status, or the
+  /// first reader of the status when nothing asked for it at the start).
+  void make_status_monitor(const StatusMonitorSettings& settings);
   /// Whether anything reads the samples: the status block, --status-interval; each other reader
   /// (the hang watch, the status endpoint) adds its condition here.
   bool status_wanted() const;

@@ -106,13 +106,7 @@ void Agent::ensure_status_samples() {
     if (group_ && (sampled_at == 0 || unix_now() - sampled_at > 2)) monitor_->sample_now();
     return;
   }
-  StatusMonitorSettings settings;  // once a second
-  monitor_ = std::make_unique<StatusMonitor>(
-      io_, settings,
-      [this](std::vector<WorkerView>& workers) {
-        if (group_) group_->describe(workers);
-      },
-      [this](const NodeStatus& node) { on_status_sample(node); });
+  make_status_monitor(StatusMonitorSettings{});  // once a second
   if (group_) status_attempt_started();
   monitor_->sample_now();
 }

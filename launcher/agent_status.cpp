@@ -46,6 +46,10 @@ void Agent::start_status() {
   settings.interval = sample_interval(config.status_interval_s);
   next_status_line_ = std::chrono::steady_clock::now() +
                       std::chrono::milliseconds(static_cast<long long>(config.status_interval_s * 1000));
+  make_status_monitor(settings);
+}
+
+void Agent::make_status_monitor(const StatusMonitorSettings& settings) {
   monitor_ = std::make_unique<StatusMonitor>(
       io_, settings,
       [this](std::vector<WorkerView>& workers) {
