@@ -24,6 +24,7 @@ DDPRUN_ONLY = {
     "PYTHONUNBUFFERED",  # workers without a terminal still print live (torchrun's inherit ddprun's)
     "DDPRUN_GUARDIAN_MARK",  # the no-cgroup orphan sweep's marker
     "TORCH_NCCL_ASYNC_ERROR_HANDLING",  # PyTorch 2.x's name of NCCL_ASYNC_ERROR_HANDLING
+    "PYTHONPATH",  # ddprun's Python folder first: faulthandler for --hang-timeout, ddprun_progress
 }
 # Paths and ids that differ by nature; compared by presence only.
 PRESENCE_ONLY = {"TORCHELASTIC_ERROR_FILE", "TORCHELASTIC_RUN_ID", "MASTER_PORT"}  # port: checked per run
