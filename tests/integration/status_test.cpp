@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "tmux_session.hpp"
 
 namespace ddprun::testing {
 namespace {
@@ -94,38 +95,6 @@ TEST(Status, ASlowerRankIsNamedAStraggler) {
   }
   EXPECT_EQ(straggler_events, 1) << log;
 }
-
-/// A tmux session of its own (its own server), 100x40, running `command`; killed when it goes.
-class Tmux {
- public:
-  explicit Tmux(const std::string& command)
-      : tmux_("tmux -L ddprun_status_" + std::to_string(::getpid()) + " -f /dev/null ") {
-    std::string quoted = "'";
-    for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    quoted += "'";
-    started_ = std::system((tmux_ + "new-session -d -x 100 -y 40 " + quoted).c_str()) == 0;
-  }
-  ~Tmux() { std::system((tmux_ + "kill-server 2>/dev/null").c_str()); }
-  bool started() const { return started_; }
-  /// The screen as tmux shows it; with `escapes`, its colours as SGR sequences too.
-  std::string screen(bool escapes = false) const {
-    std::string text;
-    FILE* pipe = ::popen((tmux_ + "capture-pane -p" + (escapes ? " -e" : "")).c_str(), "r");
-    if (pipe == nullptr) return text;
-    char buffer[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
-    ::pclose(pipe);
-    return text;
-  }
-  bool wait_for(const std::function<bool(const std::string&)>& shows, std::chrono::milliseconds timeout = 30s) const {
-    return eventually([&] { return shows(screen()); }, timeout);
-  }
-
- private:
-  std::string tmux_;
-  bool started_ = false;
-};
 
 /// Every line on `screen` that a worker printed ("[R]:..."), whole: "[R]:rank R step N".
 void expect_whole_worker_lines(const std::string& screen) {

@@ -24,6 +24,7 @@
 
 #include "../support/free_port.hpp"
 #include "harness.hpp"
+#include "tmux_session.hpp"
 
 namespace ddprun::testing {
 namespace {
@@ -139,43 +140,6 @@ class PtyLaunch {
   bool exited_ = false;
   int status_ = 0;
   std::string output_;
-};
-
-/// A tmux session of its own (its own server), 100x40, running `command`; killed when it goes.
-class Tmux {
- public:
-  explicit Tmux(const std::string& command)
-      : tmux_("tmux -L ddprun_test_" + std::to_string(::getpid()) + "_" + std::to_string(++sessions_) + " -f /dev/null ") {
-    std::string quoted = "'";
-    for (char c : command) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    quoted += "'";
-    started_ = std::system((tmux_ + "new-session -d -x 100 -y 40 " + quoted).c_str()) == 0;
-  }
-  ~Tmux() { std::system((tmux_ + "kill-server 2>/dev/null").c_str()); }
-  bool started() const { return started_; }
-  /// The screen as tmux shows it.
-  std::string screen() const {
-    std::string text;
-    FILE* pipe = ::popen((tmux_ + "capture-pane -p").c_str(), "r");
-    if (pipe == nullptr) return text;
-    char buffer[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) text.append(buffer, n);
-    ::pclose(pipe);
-    return text;
-  }
-  bool wait_for(const std::string& text, std::chrono::milliseconds timeout = 30s) const {
-    return eventually([&] { return screen().find(text) != std::string::npos; }, timeout);
-  }
-  /// Types `keys` (tmux key names, e.g. "Enter", or literal text with `literal`).
-  void keys(const std::string& keys, bool literal = false) const {
-    std::system((tmux_ + "send-keys " + (literal ? "-l " : "") + "'" + keys + "'").c_str());
-  }
-
- private:
-  static inline int sessions_ = 0;
-  std::string tmux_;
-  bool started_ = false;
 };
 
 bool has_system_python() { return ::access(kSystemPython, X_OK) == 0; }
