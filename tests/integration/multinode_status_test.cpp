@@ -45,12 +45,7 @@ class BoardNode {
   }
   std::string stderr_text() const { return read_file(stderr_file_); }
   /// The port of "ddprun: status at http://127.0.0.1:PORT/"; 0 when not printed (yet).
-  int port() const {
-    std::smatch match;
-    const std::string text = stderr_text();
-    static const std::regex line("ddprun: status at http://[^ ]*:([0-9]+)/\n");
-    return std::regex_search(text, match, line) ? std::stoi(match[1]) : 0;
-  }
+  int port() const { return printed_status_port(stderr_text()); }
 
  private:
   std::filesystem::path stderr_file_;

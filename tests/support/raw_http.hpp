@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <regex>
 #include <string>
 
 namespace ddprun::testing {
@@ -145,6 +146,14 @@ inline HttpReply http_get(RawConnection connection, const std::string& target, c
     return {};
   }
   return parse_http_reply(connection.read_all(timeout));
+}
+
+/// The port of the "ddprun: status at http://HOST:PORT/" line in ddprun's stderr `text`; 0 when
+/// not printed (yet).
+inline int printed_status_port(const std::string& text) {
+  std::smatch match;
+  static const std::regex line("ddprun: status at http://[^ ]*:([0-9]+)/\n");
+  return std::regex_search(text, match, line) ? std::stoi(match[1]) : 0;
 }
 
 }  // namespace ddprun::testing
