@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "rendezvous/store_server.hpp"
+#include "tests/support/loopback_store.hpp"
 
 namespace ddprun::rendezvous {
 namespace {
@@ -22,12 +23,7 @@ using namespace std::chrono_literals;
 
 class Board : public ::testing::Test {
  protected:
-  void SetUp() override {
-    StoreServerOptions options;
-    options.host = "127.0.0.1";
-    server_ = std::make_unique<StoreServer>(options);
-    server_->start();
-  }
+  void SetUp() override { server_ = testing::start_loopback_store(); }
 
   JobBoard::Options options(std::size_t max_value_bytes = 1024) const {
     JobBoard::Options board;
