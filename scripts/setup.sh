@@ -20,6 +20,10 @@ packages=(
   libunwind-dev                                  # ddprun-unwind: native stacks of --hang-timeout
   chromium                                       # the status page rendered headless in tests (status_endpoint)
   prometheus                                     # promtool check metrics on /metrics in tests
+  tmux                                           # the terminal status block under a real terminal in tests
+  openssh-server openssh-client                  # --hostfile over ssh: sshd in network namespaces in tests
+  slurmctld slurmd slurm-client munge            # srun inside a real Slurm allocation in tests
+  etcd-server etcd-client                        # the etcd-v3 rendezvous against a real etcd in tests
 )
 
 missing=()
