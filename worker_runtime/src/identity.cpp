@@ -25,9 +25,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <stdexcept>
 
 #include "common/environment.hpp"
 #include "common/integer.hpp"
+#include "common/slurm_nodelist.hpp"
 #include "ddprun/error.hpp"
 
 namespace ddprun {
@@ -37,9 +39,6 @@ using Env = common::Environment;
 
 constexpr int kDefaultPort = 29500;  // torchrun's --master-port default
 constexpr const char* kDefaultAddr = "127.0.0.1";
-/// expand_slurm_nodelist refuses lists longer than this: a typo such as node[1-999999999] must not
-/// allocate without bound.
-constexpr std::size_t kMaxSlurmHosts = 1'000'000;
 
 const std::string* find(const Env& env, std::string_view name) {
   auto it = env.find(std::string(name));
@@ -169,32 +168,13 @@ Identity from_open_mpi(const Env& env) {
   return id;
 }
 
-/// SLURM_TASKS_PER_NODE's form: "2(x3),1" = 2 tasks on each of 3 nodes, then 1.
+/// SLURM_TASKS_PER_NODE's form, "2(x3),1" (common/slurm_nodelist.hpp); Error naming the variable.
 std::vector<int> expand_tasks_per_node(std::string_view name, std::string_view text) {
-  std::vector<int> counts;
-  auto malformed = [&] {
-    return Error(std::string(name) + "=" + std::string(text) + " is malformed: expected e.g. \"2(x3),1\"");
-  };
-  std::size_t start = 0;
-  while (start <= text.size()) {
-    std::size_t end = text.find(',', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view item = text.substr(start, end - start);
-    std::int64_t repeat = 1;
-    if (auto open = item.find('('); open != std::string_view::npos) {
-      if (item.size() < open + 4 || item.substr(open, 2) != "(x" || item.back() != ')') throw malformed();
-      auto times = common::parse_integer<std::int64_t>(item.substr(open + 2, item.size() - open - 3));
-      if (!times || *times < 1 || *times > static_cast<std::int64_t>(kMaxSlurmHosts)) throw malformed();
-      repeat = *times;
-      item = item.substr(0, open);
-    }
-    auto count = common::parse_integer<std::int64_t>(item);
-    if (!count || *count < 0 || *count > INT32_MAX) throw malformed();
-    if (counts.size() + static_cast<std::size_t>(repeat) > kMaxSlurmHosts) throw malformed();
-    counts.insert(counts.end(), static_cast<std::size_t>(repeat), static_cast<int>(*count));
-    start = end + 1;
+  try {
+    return common::expand_slurm_counts(text);
+  } catch (const std::invalid_argument& e) {
+    throw Error(std::string(name) + "=" + std::string(text) + " is malformed: " + e.what());
   }
-  return counts;
 }
 
 /// 29500 + SLURM_JOB_ID mod 1000: ranks of one job agree, two jobs sharing a node rarely collide.
@@ -283,50 +263,6 @@ Identity from_pmi(const Env& env) {
   return id;
 }
 
-/// Expands one host expression without top-level commas: "n[01-02]-ib[1,3]" is a product.
-void expand_host(std::string_view pattern, std::string prefix, std::vector<std::string>& out) {
-  auto open = pattern.find('[');
-  if (open == std::string_view::npos) {
-    if (pattern.find(']') != std::string_view::npos) throw Error("unbalanced ']' in \"" + std::string(pattern) + "\"");
-    out.push_back(prefix + std::string(pattern));
-    if (out.size() > kMaxSlurmHosts) throw Error("more than " + std::to_string(kMaxSlurmHosts) + " hosts");
-    return;
-  }
-  auto close = pattern.find(']', open);
-  if (close == std::string_view::npos) throw Error("unbalanced '[' in \"" + std::string(pattern) + "\"");
-  std::string_view head = pattern.substr(0, open);
-  if (head.find(']') != std::string_view::npos) throw Error("unbalanced ']' in \"" + std::string(pattern) + "\"");
-  std::string_view ranges = pattern.substr(open + 1, close - open - 1);
-  std::string_view rest = pattern.substr(close + 1);
-  prefix += head;
-  if (ranges.empty()) throw Error("empty brackets in \"" + std::string(pattern) + "\"");
-  std::size_t start = 0;
-  while (start <= ranges.size()) {
-    std::size_t end = ranges.find(',', start);
-    if (end == std::string_view::npos) end = ranges.size();
-    std::string_view range = ranges.substr(start, end - start);
-    std::size_t dash = range.find('-');
-    std::string_view low_text = range.substr(0, dash);
-    std::string_view high_text = dash == std::string_view::npos ? low_text : range.substr(dash + 1);
-    auto low = common::parse_integer<std::int64_t>(low_text);
-    auto high = common::parse_integer<std::int64_t>(high_text);
-    if (!low || !high || *low < 0 || *high < *low) {
-      throw Error("bad range \"" + std::string(range) + "\" in \"" + std::string(pattern) + "\"");
-    }
-    if (static_cast<std::uint64_t>(*high - *low) >= kMaxSlurmHosts) {
-      throw Error("more than " + std::to_string(kMaxSlurmHosts) + " hosts");
-    }
-    // Slurm keeps the zero padding of the lower bound: node[01-10] -> node01 .. node10.
-    const std::size_t width = low_text.size();
-    for (std::int64_t n = *low; n <= *high; ++n) {
-      std::string digits = std::to_string(n);
-      if (digits.size() < width) digits.insert(0, width - digits.size(), '0');
-      expand_host(rest, prefix + digits, out);
-    }
-    start = end + 1;
-  }
-}
-
 }  // namespace
 
 std::string_view launcher_name(Launcher launcher) {
@@ -341,23 +277,11 @@ std::string_view launcher_name(Launcher launcher) {
 }
 
 std::vector<std::string> expand_slurm_nodelist(std::string_view nodelist) {
-  std::vector<std::string> hosts;
-  std::size_t start = 0;
-  int depth = 0;
-  // Split at commas outside brackets: "node[01-03,07],gpu5" is two host expressions.
-  for (std::size_t i = 0; i <= nodelist.size(); ++i) {
-    if (i < nodelist.size() && nodelist[i] == '[') ++depth;
-    if (i < nodelist.size() && nodelist[i] == ']') --depth;
-    if (depth < 0) throw Error("unbalanced ']' in Slurm node list \"" + std::string(nodelist) + "\"");
-    if (i == nodelist.size() || (nodelist[i] == ',' && depth == 0)) {
-      std::string_view item = nodelist.substr(start, i - start);
-      if (item.empty()) throw Error("empty host in Slurm node list \"" + std::string(nodelist) + "\"");
-      expand_host(item, {}, hosts);
-      start = i + 1;
-    }
+  try {
+    return common::expand_slurm_nodelist(nodelist);
+  } catch (const std::invalid_argument& e) {
+    throw Error(e.what());
   }
-  if (depth != 0) throw Error("unbalanced '[' in Slurm node list \"" + std::string(nodelist) + "\"");
-  return hosts;
 }
 
 Identity identity_from(const Env& env) {
