@@ -18,6 +18,7 @@
 #include "launcher/devices.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/program.hpp"
+#include "launcher/slurm_env.hpp"
 #include "launcher/status_request.hpp"
 #include "launcher/text.hpp"
 #include "rendezvous/auth.hpp"
@@ -60,8 +61,11 @@ class Settings {
     if (auto value = lookup(env_, pet); value && !value->empty()) {
       return Raw{*value, dash_name(spec) + " (from " + pet + ")"};
     }
-    return std::nullopt;
+    return fallback_[static_cast<std::size_t>(option)];
   }
+
+  /// The value `option` takes when neither the command line nor PET_* gives one (Slurm's).
+  void fall_back(Option option, Raw raw) { fallback_[static_cast<std::size_t>(option)] = std::move(raw); }
 
   const Environ& environment() const { return env_; }
 
@@ -75,6 +79,7 @@ class Settings {
  private:
   const Environ& env_;
   std::array<const CLI::Option*, static_cast<std::size_t>(Option::count_)> given_{};  ///< every one bound
+  std::array<std::optional<Raw>, static_cast<std::size_t>(Option::count_)> fallback_{};
 };
 
 /// 16 random bytes laid out as a version-4 UUID.
@@ -469,6 +474,14 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
   check_option_values(spelled, spelled.size() - rest.size());
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
 
+  // Inside a Slurm allocation, Slurm's values stand in for the options left out (slurm_env.hpp).
+  if (auto step = read_slurm_step(env)) {
+    auto given = [&settings](Option option) -> std::optional<GivenValue> {
+      if (auto raw = settings.get(option)) return GivenValue{raw->value, raw->label};
+      return std::nullopt;
+    };
+    for (auto& value : slurm_defaults(*step, given)) settings.fall_back(value.option, Raw{value.value, value.label});
+  }
   LaunchConfig config;
   fill_membership(config, settings);
   fill_workers(config, settings, host);
