@@ -22,6 +22,7 @@
 #include "launcher/job_cgroup.hpp"
 #include "launcher/output_plan.hpp"
 #include "launcher/reaper.hpp"
+#include "launcher/session_watch.hpp"
 #include "launcher/signal_names.hpp"
 #include "launcher/stack_capture.hpp"
 #include "launcher/status_endpoint.hpp"
@@ -134,6 +135,11 @@ int Agent::run() {
   wait_child_exits();
   wait_stop_signals();
   start_status();
+  // Started over ssh by a launching ddprun (--hostfile): its session ending stops the job as SIGHUP does.
+  auto session = watch_session(io_, plan_.env, [this](const std::string& why) {
+    print_line(why);
+    dispatch(event::StopSignal{SIGHUP});
+  });
 
   const bool multi_node = config.topology.multi_node;
   // First: a busy port fails the job before anything is created.

@@ -17,6 +17,7 @@
 #include "launcher/cli_values.hpp"
 #include "launcher/devices.hpp"
 #include "launcher/errors.hpp"
+#include "launcher/fleet_config.hpp"
 #include "launcher/program.hpp"
 #include "launcher/slurm_env.hpp"
 #include "launcher/status_request.hpp"
@@ -68,6 +69,9 @@ class Settings {
   void fall_back(Option option, Raw raw) { fallback_[static_cast<std::size_t>(option)] = std::move(raw); }
 
   const Environ& environment() const { return env_; }
+
+  /// Every value the command line gave a repeatable option (--ssh-option), in order.
+  std::vector<std::string> all(Option option) const { return given_[static_cast<std::size_t>(option)]->results(); }
 
   /// A flag: given on the command line (CLI11 records "true", or the text after '='), or a
   /// PET_* boolean.
@@ -378,6 +382,22 @@ void fill_output(LaunchConfig& config, const Settings& settings) {
   if (auto raw = settings.get(Option::log_dir)) config.log_dir = raw->value;
   if (auto raw = settings.get(Option::redirects)) config.redirects = parse_streams(raw->value, raw->label);
   if (auto raw = settings.get(Option::tee)) config.tee = parse_streams(raw->value, raw->label);
+/// --hostfile / -H and their companions (fleet_config.hpp); `options`: those before PROGRAM.
+void fill_fleet(LaunchConfig& config, const Settings& settings, std::vector<std::string> options) {
+  auto value = [&](Option option) -> std::optional<FlagValue> {
+    if (auto raw = settings.get(option)) return FlagValue{raw->value, raw->label};
+    return std::nullopt;
+  };
+  FleetFlags flags{value(Option::hostfile), value(Option::hosts),      value(Option::include), value(Option::exclude),
+                   value(Option::ssh_port), value(Option::env_export), value(Option::nnodes),  value(Option::node_rank),
+                   {},                      std::nullopt};
+  flags.ssh_options = settings.all(Option::ssh_option);
+  if (flags.hostfile && !flags.hosts) flags.hostfile_text = read_hostfile(flags.hostfile->value, flags.hostfile->label);
+  const Environ& env = settings.environment();
+  resolve_fleet(config, flags, std::move(options), lookup(env, "DDPRUN_SSH_CONNECT_TIMEOUT"),
+                lookup(env, "DDPRUN_SSH_ALIVE_TIMEOUT"));
+}
+
   if (auto raw = settings.get(Option::local_ranks_filter)) {
     config.local_ranks_filter = parse_rank_filter(raw->value, raw->label, config.topology.nproc_per_node);
   }
@@ -471,7 +491,8 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
     throw UsageError(line.substr(1, line.size() - 2) + ": unknown option");
   }
   // With no unknown option, `rest` is a suffix of `spelled`: everything before it was options.
-  check_option_values(spelled, spelled.size() - rest.size());
+  const std::size_t consumed = spelled.size() - rest.size();
+  check_option_values(spelled, consumed);
   if (!rest.empty() && rest.front() == "--") rest.erase(rest.begin());
 
   // Inside a Slurm allocation, Slurm's values stand in for the options left out (slurm_env.hpp).
@@ -508,3 +529,4 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
 }
 
 }  // namespace ddprun::launcher
+  fill_fleet(config, settings, std::vector<std::string>(spelled.begin(), spelled.begin() + static_cast<std::ptrdiff_t>(consumed)));

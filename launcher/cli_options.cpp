@@ -75,6 +75,16 @@ constexpr std::array kOptions{
                "serve the status page, /api/status, /api/stacks and /metrics on PORT (0 = pick one and print it)"},
     OptionSpec{Option::status_host, "status-host", 0, "ADDR", "127.0.0.1", Group::output,
                "the address --status-port binds; beyond loopback it requires the store token (DDPRUN_STORE_TOKEN)"},
+    OptionSpec{Option::hostfile, "hostfile", 0, "FILE", "none", Group::hosts,
+               "start one agent per host of FILE (lines: HOST [slots=N]) over ssh; node 0 = the first"},
+    OptionSpec{Option::hosts, "hosts", 'H', "HOST[:SLOTS],...", "none", Group::hosts, "as --hostfile, the hosts on the command line"},
+    OptionSpec{Option::include, "include", 0, "HOST,...", "all", Group::hosts, "only these hosts of the list"},
+    OptionSpec{Option::exclude, "exclude", 0, "HOST,...", "none", Group::hosts, "every host of the list but these"},
+    OptionSpec{Option::ssh_port, "ssh-port", 0, "PORT", "ssh's", Group::hosts, "the port ssh connects to"},
+    OptionSpec{Option::ssh_option, "ssh-option", 0, "KEY=VALUE", "none", Group::hosts,
+               "passed to ssh as -o KEY=VALUE; may be repeated"},
+    OptionSpec{Option::env_export, "env-export", 0, "NAME,...", "PATH,PYTHONPATH,VIRTUAL_ENV", Group::hosts,
+               "variables set on every host as here (added to the default ones)"},
 };
 
 constexpr bool in_handle_order() {
@@ -137,11 +147,12 @@ const OptionSpec* find_short(char c) {
 }
 
 std::string help_text() {
-  static constexpr std::array<std::pair<Group, std::string_view>, 4> groups{{
+  static constexpr std::array<std::pair<Group, std::string_view>, 5> groups{{
       {Group::membership, "Membership and rendezvous"},
       {Group::workers, "Workers"},
       {Group::output, "Output"},
       {Group::program, "Program"},
+      {Group::hosts, "Hosts over ssh (the launching machine starts every node's agent)"},
   }};
   std::string text =
       "usage: ddprun [options] PROGRAM [ARGS...]\n"

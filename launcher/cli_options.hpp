@@ -19,11 +19,12 @@ enum class Option : std::size_t {
   status, status_interval,
   hang_timeout, hang_action,
   status_port, status_host,
+  hostfile, hosts, include, exclude, ssh_port, ssh_option, env_export,
   count_  ///< the number of options, not one
 };
 
 /// The --help section an option is listed under.
-enum class Group { membership, workers, output, program };
+enum class Group { membership, workers, output, program, hosts };
 
 struct OptionSpec {
   Option id;                  ///< its handle; the table holds the options in the handles' order

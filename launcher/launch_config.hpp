@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "launcher/fleet_config.hpp"
 #include "launcher/hang_action.hpp"
 #include "rendezvous/endpoint.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
@@ -148,6 +149,9 @@ struct LaunchConfig {
 
 inline std::string_view backend_name(RdzvBackend backend) {
   return backend == RdzvBackend::c10d ? "c10d" : "static";
+
+  /// --hostfile / -H: this ddprun starts every host's agent over ssh (fleet.hpp); no hosts = not.
+  FleetConfig fleet;
 }
 
 }  // namespace ddprun::launcher

@@ -15,6 +15,7 @@
 #include "launcher/console.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/exit_status.hpp"
+#include "launcher/fleet.hpp"
 #include "launcher/program.hpp"
 #include "launcher/trace_command.hpp"
 #include "launcher/status_command.hpp"
@@ -41,6 +42,8 @@ int run(const std::vector<std::string>& args) {
     return kExitSuccess;
   }
   LaunchConfig& config = std::get<LaunchConfig>(command_line);
+  // --hostfile / -H: this ddprun starts every host's agent over ssh and runs no worker itself.
+  if (!config.fleet.hosts.empty()) return run_fleet(config, env);
   WorkerCommand command = resolve_program(config, env);
   Agent agent(AgentPlan{std::move(config), std::move(command), std::move(env), this_hostname()});
   return agent.run();

@@ -1,0 +1,336 @@
+#include "launcher/fleet.hpp"
+
+#include <limits.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "launcher/console.hpp"
+#include "launcher/console_output.hpp"
+#include "launcher/errors.hpp"
+#include "launcher/fleet_child.hpp"
+#include "launcher/fleet_rule.hpp"
+#include "launcher/line_splitter.hpp"
+#include "launcher/safe_kill.hpp"
+#include "launcher/session_watch.hpp"
+#include "launcher/signal_names.hpp"
+
+namespace asio = boost::asio;
+
+namespace ddprun::launcher {
+namespace {
+
+constexpr auto kKeepAliveEvery = std::chrono::seconds(1);
+/// What a pre-flight ssh may take beyond its ConnectTimeout (authentication, the remote shell).
+constexpr auto kPreflightSlack = std::chrono::seconds(10);
+/// Between SIGTERM and SIGKILL for an ssh that outlived the agents' grace.
+constexpr auto kSshGrace = std::chrono::seconds(2);
+
+std::string own_path() {
+  std::array<char, PATH_MAX + 1> path{};
+  ssize_t n = ::readlink("/proc/self/exe", path.data(), PATH_MAX);
+  if (n <= 0) throw LaunchError(std::string("cannot find ddprun's own path (/proc/self/exe): ") + std::strerror(errno));
+  return std::string(path.data(), static_cast<std::size_t>(n));
+}
+
+std::string current_folder() {
+  std::array<char, PATH_MAX + 1> path{};
+  if (::getcwd(path.data(), path.size()) == nullptr) {
+    throw LaunchError(std::string("cannot read the current folder: ") + std::strerror(errno));
+  }
+  return path.data();
+}
+
+/// One of a child's output pipes, read line by line.
+struct Stream {
+  Stream(asio::io_context& io, UniqueFd fd) : pipe(io, fd.release()) {}
+  asio::posix::stream_descriptor pipe;
+  LineSplitter lines{64 * 1024};
+  std::array<char, 16 * 1024> buffer{};
+};
+
+/// One host: its ssh, what it printed, how it ended.
+struct Node {
+  int rank = 0;
+  std::string host;     ///< as other machines reach it (no user)
+  std::string prefix;   ///< "host: ", coloured on a terminal
+  pid_t pid = -1;
+  UniqueFd in;
+  std::unique_ptr<Stream> out, err;
+  int open_streams = 0;
+  std::optional<int> status;
+  std::string err_tail;  ///< pre-flight: what ssh said on stderr (its last 4 KiB)
+};
+
+class Fleet {
+ public:
+  Fleet(const LaunchConfig& config, const Environ& env)
+      : config_(config), env_(env), stops_(io_), children_(io_, SIGCHLD), keep_alive_(io_), deadline_(io_) {
+    for (int signo : config.signals_to_handle) stops_.add(signo);
+    ddprun_ = own_path();
+    cwd_ = current_folder();
+  }
+
+  int run() {
+    console_.emplace(io_);
+    wait_signals();
+    wait_children();
+    const bool reachable = preflight();
+    if (!reachable || stop_signal_) return finish(reachable ? std::nullopt : std::optional<int>(kExitHostsUnreachable));
+    start_agents();
+    return finish(std::nullopt);
+  }
+
+ private:
+  // ---- the loop's plumbing
+
+  void wait_signals() {
+    stops_.async_wait([this](const boost::system::error_code& ec, int signo) {
+      if (ec) return;
+      if (!stop_signal_) {
+        stop_signal_ = signo;
+        stop(signal_name(signo) + ": stopping every node");
+      } else {
+        end_ssh(SIGTERM);  // asked twice: do not wait for the agents' grace
+      }
+      wait_signals();
+    });
+  }
+
+  void wait_children() {
+    children_.async_wait([this](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      for (auto& node : nodes_) {
+        if (node.status || node.pid <= 0) continue;
+        if (auto status = reap_if_exited(node.pid)) node_ended(node, *status);
+      }
+      wait_children();
+      check_done();
+    });
+  }
+
+  void read(Node& node, Stream& stream, bool is_err) {
+    stream.pipe.async_read_some(asio::buffer(stream.buffer), [this, &node, &stream, is_err](
+                                                                  const boost::system::error_code& ec, std::size_t n) {
+      ConsoleWriter& to = is_err ? console_->err() : console_->out();
+      auto line = [&](std::string_view text) {
+        if (preflight_) {
+          node.err_tail.append(text).append("\n");
+          if (node.err_tail.size() > 4096) node.err_tail.erase(0, node.err_tail.size() - 4096);
+        } else {
+          to.write(node.prefix + std::string(text) + "\n");
+        }
+      };
+      if (ec) {
+        if (ec == asio::error::operation_aborted) return;
+        stream.lines.finish(line);
+        --node.open_streams;
+        check_done();
+        return;
+      }
+      stream.lines.feed(std::string_view(stream.buffer.data(), n), line);
+      if (to.full()) {
+        to.when_room([this, &node, &stream, is_err] { read(node, stream, is_err); });
+      } else {
+        read(node, stream, is_err);
+      }
+    });
+  }
+
+  void spawn(Node& node, const std::vector<std::string>& argv) {
+    if (config_.verbose) {
+      std::string line = "ddprun: node " + std::to_string(node.rank) + ":";
+      for (const auto& arg : argv) line += " " + shell_quote(arg);
+      console_->err().write(line + "\n");
+    }
+    FleetChild child = spawn_fleet_child(argv, env_);
+    node.pid = child.pid;
+    node.in = std::move(child.in);
+    node.out = std::make_unique<Stream>(io_, std::move(child.out));
+    node.err = std::make_unique<Stream>(io_, std::move(child.err));
+    node.open_streams = 2;
+    read(node, *node.out, false);
+    read(node, *node.err, true);
+  }
+
+  void check_done() {
+    for (const auto& node : nodes_) {
+      if (!node.status || node.open_streams > 0) return;
+    }
+    io_.stop();
+  }
+
+  void make_nodes() {
+    const bool color = use_color(env_, STDOUT_FILENO);
+    nodes_.clear();
+    nodes_.reserve(config_.fleet.hosts.size());
+    for (const auto& host : config_.fleet.hosts) {
+      Node& node = nodes_.emplace_back();
+      node.rank = static_cast<int>(nodes_.size()) - 1;
+      node.host = host_address(host.destination);
+      node.prefix = color ? colorize(node.host + ":", node.rank) + " " : node.host + ": ";
+    }
+  }
+
+  // ---- the pre-flight
+
+  /// True when every host is usable; else each one that is not has been named.
+  bool preflight() {
+    preflight_ = true;
+    make_nodes();
+    const std::string check = preflight_command(cwd_, ddprun_);
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      spawn(nodes_[i], ssh_argv(config_.fleet.ssh, config_.fleet.hosts[i].destination, check));
+      nodes_[i].in.reset();
+    }
+    const auto limit = std::chrono::seconds(config_.fleet.ssh.connect_timeout_s) + kPreflightSlack;
+    deadline_.expires_after(limit);
+    deadline_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      timed_out_ = true;
+      end_ssh(SIGKILL);
+    });
+    io_.run();
+    io_.restart();
+    deadline_.cancel();
+    preflight_ = false;
+    if (stop_signal_) return true;
+    bool all = true;
+    for (const auto& node : nodes_) {
+      std::string verdict = preflight_verdict(node.status.value_or(kSshFailed), node.err_tail, cwd_, ddprun_);
+      if (timed_out_ && node.status == 128 + SIGKILL) {
+        verdict = "unreachable: no answer within " + std::to_string(config_.fleet.ssh.connect_timeout_s + 10) + " s";
+      }
+      if (verdict.empty()) continue;
+      all = false;
+      console_->err().write("ddprun: host " + node.host + ": " + verdict + "\n");
+    }
+    if (!all) console_->err().write("ddprun: nothing was started (the hosts above cannot be used)\n");
+    return all;
+  }
+
+  // ---- the job
+
+  void start_agents() {
+    make_nodes();
+    for (std::size_t i = 0; i < nodes_.size(); ++i) {
+      RemoteCommand remote;
+      remote.cwd = cwd_;
+      remote.env = exported_environment(env_, config_.fleet.exports);
+      remote.env.emplace_back(std::string(kSessionWatchVariable), std::to_string(config_.fleet.ssh.alive_timeout_s));
+      remote.argv = agent_argv(config_, static_cast<int>(i), ddprun_);
+      spawn(nodes_[i], ssh_argv(config_.fleet.ssh, config_.fleet.hosts[i].destination, remote_shell_command(remote)));
+    }
+    keep_alive();
+    io_.run();
+  }
+
+  void keep_alive() {
+    for (auto& node : nodes_) {
+      if (node.in.get() < 0) continue;
+      ssize_t written = ::write(node.in.get(), "\n", 1);  // a full pipe (EAGAIN) skips one; a gone ssh, EPIPE
+      (void)written;
+    }
+    keep_alive_.expires_after(kKeepAliveEvery);
+    keep_alive_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) keep_alive();
+    });
+  }
+
+  void node_ended(Node& node, int status) {
+    node.status = status;
+    node.in.reset();
+    if (preflight_) return;
+    NodeEnd end{node.rank, node.host, status};
+    ends_.push_back(end);
+    if (status != 0 && !stopping_) {
+      failures_.push_back(end);
+      stop(describe_node_end(end) + "; stopping the other nodes");
+    }
+  }
+
+  /// Every agent's stdin closed: each stops its workers as on SIGHUP and exits; ssh follows.
+  void stop(const std::string& why) {
+    if (stopping_) return;
+    stopping_ = true;
+    if (!preflight_) console_->err().write("ddprun: " + why + "\n");
+    for (auto& node : nodes_) node.in.reset();
+    if (preflight_) {
+      end_ssh(SIGKILL);
+      return;
+    }
+    const auto grace = std::chrono::milliseconds(static_cast<long long>(config_.shutdown_timeout_s * 1000)) +
+                       std::chrono::seconds(config_.fleet.ssh.alive_timeout_s) + std::chrono::seconds(5);
+    deadline_.expires_after(grace);
+    deadline_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) end_ssh(SIGTERM);
+    });
+  }
+
+  /// Signals every ssh still running; SIGTERM is followed by SIGKILL after kSshGrace.
+  void end_ssh(int signo) {
+    for (const auto& node : nodes_) {
+      if (!node.status && node.pid > 1) signal_process_group(node.pid, signo);
+    }
+    if (signo == SIGKILL) return;
+    deadline_.expires_after(kSshGrace);
+    deadline_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) end_ssh(SIGKILL);
+    });
+  }
+
+  /// Prints the failures and waits (briefly) for the console; returns the exit status.
+  int finish(std::optional<int> status) {
+    keep_alive_.cancel();
+    deadline_.cancel();
+    for (const auto& end : failures_) console_->err().write("ddprun: the job failed: " + describe_node_end(end) + "\n");
+    int result = status ? *status : fleet_exit_status(stop_signal_, ends_);
+    io_.restart();
+    bool drained = false;
+    console_->when_drained([&] { drained = true; });
+    deadline_.expires_after(std::chrono::seconds(2));
+    deadline_.async_wait([&](const boost::system::error_code& ec) {
+      if (!ec) drained = true;
+    });
+    while (!drained && io_.run_one() > 0) {
+    }
+    console_.reset();
+    return result;
+  }
+
+  const LaunchConfig& config_;
+  const Environ& env_;
+  asio::io_context io_;
+  std::optional<ConsoleOutput> console_;
+  asio::signal_set stops_;
+  asio::signal_set children_;
+  asio::steady_timer keep_alive_;
+  asio::steady_timer deadline_;
+  std::string ddprun_;
+  std::string cwd_;
+  std::vector<Node> nodes_;
+  std::vector<NodeEnd> ends_;
+  std::vector<NodeEnd> failures_;
+  std::optional<int> stop_signal_;
+  bool stopping_ = false;
+  bool preflight_ = false;
+  bool timed_out_ = false;
+};
+
+}  // namespace
+
+int run_fleet(const LaunchConfig& config, const Environ& env) {
+  Fleet fleet(config, env);
+  return fleet.run();
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,33 @@
+#pragma once
+/// The launching side's verdicts on a job over ssh, as pure functions: what a node's end means
+/// (its ssh's exit status), the line that says so, and the launcher's exit status.
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ddprun::launcher {
+
+/// ddprun's exit status when the pre-flight found a host it cannot use: nothing was started.
+inline constexpr int kExitHostsUnreachable = 3;
+
+/// ssh's own failure (connection refused, lost, authentication): not the remote command's status.
+inline constexpr int kSshFailed = 255;
+
+/// How one host's agent ended, as the launcher saw its ssh end.
+struct NodeEnd {
+  int node = 0;
+  std::string host;
+  int status = 0;  ///< ssh's exit status; 128+N when ssh itself died of signal N
+};
+
+/// "exit 1", "its ssh connection failed or was lost (ssh exit 255)", "ended by SIGHUP (exit 129)".
+std::string describe_node_status(int status);
+
+/// "node 1 (10.0.0.2): exit 1".
+std::string describe_node_end(const NodeEnd& end);
+
+/// The launcher's exit status: 128+N when a signal N stopped it, else 0 when every node succeeded,
+/// else 1 (the job failed: a node failed, or its ssh did).
+int fleet_exit_status(std::optional<int> stopped_by_signal, const std::vector<NodeEnd>& ends);
+
+}  // namespace ddprun::launcher
