@@ -6,12 +6,15 @@
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <cerrno>
 #include <climits>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -225,7 +228,7 @@ namespace {
 /// (proctrack/linuxproc), no task binding (task/none), no cgroups, no accounting, no MPI.
 std::string slurm_conf(const std::string& dir, const std::string& controller, const std::string& controller_addr,
                        int controller_port, int slurmd_port,
-                       const std::vector<std::pair<std::string, std::string>>& nodes) {
+                       const std::vector<std::pair<std::string, std::string>>& nodes, int gpus_per_node = 0) {
   std::string conf =
       "ClusterName=ddprun\n"
       "SlurmctldHost=" + controller + "(" + controller_addr + ")\n"
@@ -245,7 +248,9 @@ std::string slurm_conf(const std::string& dir, const std::string& controller, co
       "SchedulerType=sched/builtin\nSelectType=select/cons_tres\nSelectTypeParameters=CR_Core\n"
       "SlurmdParameters=config_overrides\nReturnToService=2\nKillWait=5\nInactiveLimit=0\n"
       "JobCompType=jobcomp/none\nAccountingStorageType=accounting_storage/none\nJobAcctGatherType=jobacct_gather/none\n";
-  for (const auto& [name, addr] : nodes) conf += "NodeName=" + name + " NodeAddr=" + addr + " CPUs=2 State=UNKNOWN\n";
+  if (gpus_per_node > 0) conf += "GresTypes=gpu\n";
+  const std::string gres = gpus_per_node > 0 ? " Gres=gpu:" + std::to_string(gpus_per_node) : "";
+  for (const auto& [name, addr] : nodes) conf += "NodeName=" + name + " NodeAddr=" + addr + " CPUs=2" + gres + " State=UNKNOWN\n";
   conf += "PartitionName=ddprun Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n";
   return conf;
 }
@@ -283,7 +288,7 @@ std::unique_ptr<SlurmCluster> SlurmCluster::start_local(std::string& why_not) {
   return cluster;
 }
 
-std::unique_ptr<SlurmCluster> SlurmCluster::start_in_lab(const NetnsLab& lab, std::string& why_not) {
+std::unique_ptr<SlurmCluster> SlurmCluster::start_in_lab(const NetnsLab& lab, std::string& why_not, int gpus_per_node) {
   why_not = missing_pieces(true);
   if (!why_not.empty()) return nullptr;
   if (lab.size() < 2) {
@@ -304,7 +309,25 @@ std::unique_ptr<SlurmCluster> SlurmCluster::start_in_lab(const NetnsLab& lab, st
   cluster->dir_ = make_folder(cluster->node_names_);
   cluster->conf_ = cluster->dir_ + "/slurm.conf";
   const auto readable = fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read;
-  write_text(cluster->conf_, slurm_conf(cluster->dir_, "dsctl", lab.address(0), 6817, 6818, nodes), readable);
+  write_text(cluster->conf_, slurm_conf(cluster->dir_, "dsctl", lab.address(0), 6817, 6818, nodes, gpus_per_node),
+             readable);
+  if (gpus_per_node > 0) {
+    // gres.conf beside slurm.conf: each node's GPUs as device files Slurm numbers 0..N-1.
+    fs::create_directories(cluster->dir_ + "/dev");
+    std::string gres;
+    for (int gpu = 0; gpu < gpus_per_node; ++gpu) {
+      const std::string device = cluster->dir_ + "/dev/gpu" + std::to_string(gpu);
+      if (::mknod(device.c_str(), S_IFCHR | 0600, ::makedev(1, 3)) != 0) {
+        why_not = "cannot make the stand-in GPU device " + device + ": " + std::strerror(errno);
+        return nullptr;
+      }
+    }
+    for (const auto& [name, addr] : nodes) {
+      gres += "NodeName=" + name + " Name=gpu File=" + cluster->dir_ + "/dev/gpu[0-" + std::to_string(gpus_per_node - 1) +
+              "]\n";
+    }
+    write_text(cluster->dir_ + "/gres.conf", gres, readable);
+  }
   write_text(cluster->dir_ + "/hosts", hosts, readable);
   if (!cluster->start_munge(why_not)) return nullptr;
   // nsenter enters the network namespace only: `ip netns exec` would also mount a sysfs of that

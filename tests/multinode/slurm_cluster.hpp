@@ -27,7 +27,10 @@ class SlurmCluster {
   static std::unique_ptr<SlurmCluster> start_local(std::string& why_not);
   /// The controller in lab node 0 (hostname `dsctl`), a slurmd in each of lab nodes 1.. named
   /// dsn1, dsn2, ... (Slurm lists them as dsn[1-N]). The lab must outlive the cluster.
-  static std::unique_ptr<SlurmCluster> start_in_lab(const NetnsLab& lab, std::string& why_not);
+  /// `gpus_per_node` > 0: each node has that many GPUs as Slurm's gres/gpu (gres.conf), so that
+  /// steps get SLURM_STEP_GPUS and CUDA_VISIBLE_DEVICES as on a GPU cluster; their device files
+  /// are stand-ins (the null device's numbers), which nothing opens: no cgroup constrains devices.
+  static std::unique_ptr<SlurmCluster> start_in_lab(const NetnsLab& lab, std::string& why_not, int gpus_per_node = 0);
   /// Ends every process of the cluster (steps, tasks, daemons) and removes its folder.
   ~SlurmCluster();
   SlurmCluster(const SlurmCluster&) = delete;

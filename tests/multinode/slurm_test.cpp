@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -32,7 +33,7 @@ std::string reporting_worker(const TempDir& dir) {
   return write_script(dir, "reporting_worker",
                       "echo \"worker: rank=$RANK world=$WORLD_SIZE local=$LOCAL_RANK group=$GROUP_RANK "
                       "master=$MASTER_ADDR:$MASTER_PORT run=$TORCHELASTIC_RUN_ID job=$SLURM_JOB_ID "
-                      "host=$(hostname)\"\n"
+                      "host=$(hostname) gpus=$CUDA_VISIBLE_DEVICES\"\n"
                       "exec " + sgd + "\n");
 }
 
@@ -100,12 +101,13 @@ TEST(SlurmLocal, AContradictingFlagIsAUsageError) {
       << describe(outcome, *cluster);
 }
 
-#define START_LAB_SLURM(lab, cluster, compute_nodes)                \
-  std::string why_not;                                              \
-  auto lab = NetnsLab::create((compute_nodes) + 1, why_not);        \
-  if (!lab) GTEST_SKIP() << why_not;                                \
-  auto cluster = SlurmCluster::start_in_lab(*lab, why_not);         \
+#define START_LAB_SLURM_WITH_GPUS(lab, cluster, compute_nodes, gpus)  \
+  std::string why_not;                                                \
+  auto lab = NetnsLab::create((compute_nodes) + 1, why_not);          \
+  if (!lab) GTEST_SKIP() << why_not;                                  \
+  auto cluster = SlurmCluster::start_in_lab(*lab, why_not, gpus);     \
   if (!cluster) GTEST_SKIP() << "no Slurm in the lab: " << why_not
+#define START_LAB_SLURM(lab, cluster, compute_nodes) START_LAB_SLURM_WITH_GPUS(lab, cluster, compute_nodes, 0)
 
 TEST(SlurmLab, TwoNodeSrunTrainsWithNoOtherFlag) {
   START_LAB_SLURM(lab, cluster, 2);
@@ -146,6 +148,25 @@ TEST(SlurmLab, DdprunOutsideSrunInATwoNodeAllocationSaysWhatToDo) {
   EXPECT_NE(outcome.err.find("ddprun was started outside srun in a Slurm allocation of 2 nodes"), std::string::npos)
       << describe(outcome, *cluster);
   EXPECT_NE(outcome.err.find("srun --ntasks-per-node=1 ddprun"), std::string::npos) << describe(outcome, *cluster);
+}
+
+TEST(SlurmLab, TheSbatchExampleTrainsOneWorkerPerGpuOfTheStep) {
+  // examples/slurm/train.sbatch as a user submits it, with this lab's sizes: 2 nodes of 2 GPUs
+  // (Slurm's gres/gpu), ddprun from this build on PATH. No --nproc-per-node: the step's GPUs.
+  START_LAB_SLURM_WITH_GPUS(lab, cluster, 2, 2);
+  TempDir dir;
+  const std::string path = std::filesystem::path(ddprun_binary()).parent_path().string() + ":" + std::getenv("PATH");
+  const std::string output = dir.str() + "/job.out";
+  Launch sbatch(Launch::Command{cluster->client({"PATH=" + path, "sbatch", "--wait", "--gpus-per-node=2",
+                                                 "--output=" + output, "--chdir=" + dir.str(),
+                                                 examples_dir() + "/slurm/train.sbatch", reporting_worker(dir)})});
+  Outcome outcome = finish(sbatch, *cluster);
+  outcome.out += "---- job.out:\n" + read_file(output);
+  ASSERT_EQ(outcome.exit_status, 0) << describe(outcome, *cluster);
+  EXPECT_EQ(plain_sgd_missing(outcome.out, 4), "") << describe(outcome, *cluster);
+  EXPECT_EQ(field(outcome.out, "worker: rank=0 ", "host"), "dsn1");
+  EXPECT_EQ(field(outcome.out, "worker: rank=3 ", "host"), "dsn2");
+  EXPECT_EQ(field(outcome.out, "worker: rank=3 ", "gpus"), "0,1") << "Slurm's CUDA_VISIBLE_DEVICES, inherited";
 }
 
 }  // namespace
