@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "launcher/agent_support.hpp"
+#include "launcher/capture_queue.hpp"
 #include "launcher/console.hpp"
 #include "launcher/error_file.hpp"
 #include "launcher/errors.hpp"

@@ -63,7 +63,7 @@ struct StatusMonitorSettings;
 struct NodeStatus;
 struct StatusEndpoint;
 class HangRule;
-class StackCapture;
+class CaptureQueue;
 struct CapturedRank;
 struct StackTarget;
 struct JobStatus;
@@ -172,8 +172,9 @@ class Agent {
   /// What a capture of `node`'s running ranks attaches to (pids, this node's rank, each rank's
   /// Python stacks file): the one list the hang, the endpoint and the board captures all use.
   std::vector<StackTarget> stack_targets(const NodeStatus& node) const;
-  /// A StackCapture as every capture here wants it: ddprun-unwind when it sits beside ddprun, else gdb.
-  std::unique_ptr<StackCapture> make_stack_capture();
+  /// The agent's one capture queue (capture_queue.hpp), made at its first use: ddprun-unwind when
+  /// it sits beside ddprun, else gdb.
+  CaptureQueue& captures();
   void print_hang_digest(const std::vector<CapturedRank>& ranks);
   void write_stack_files(const std::vector<CapturedRank>& ranks);
   /// PrintFailureSummary: the workers' failures, and the hang that ended the job when one did.
@@ -241,7 +242,7 @@ class Agent {
 
   // Hang watch (agent_hang.cpp).
   std::unique_ptr<HangRule> hang_rule_;  ///< made at the first sample when --hang-timeout > 0
-  std::unique_ptr<StackCapture> stack_capture_;
+  std::unique_ptr<CaptureQueue> captures_;  ///< the hang's, the endpoint's and the board's captures, one at a time
   std::unique_ptr<NodeStatus> hang_sample_;  ///< the sample that showed the hang: whose stacks to take
   std::chrono::system_clock::time_point hang_time_;
   std::filesystem::path stacks_dir_;      ///< attempt_<n>/stacks of the last capture
@@ -287,9 +288,9 @@ class Agent {
   void board_sample(const NodeStatus& node);
   /// The other nodes' latest statuses added to `job` (this node's is there), by node rank.
   void add_board_nodes(JobStatus& job) const;
-  /// Captures this node's running ranks' stacks; `done` later, on the loop. False (nothing done)
-  /// while a capture of the board's is under way.
-  bool capture_own_stacks(std::function<void(std::vector<RankStacks>)> done);
+  /// Captures this node's running ranks' stacks (or joins the capture under way); `done` later,
+  /// on the loop.
+  void capture_own_stacks(std::function<void(std::vector<RankStacks>)> done);
   /// Captures this node's ranks and publishes them as its answer to `request`.
   void answer_stack_request(std::int64_t request);
   /// Every node's stacks: a request on the board, then each node's answer (up to 10 s); `done`
@@ -306,7 +307,6 @@ class Agent {
   bool board_reading_ = false;            ///< a read of the statuses is under way
   bool board_checking_ = false;           ///< a look for a new stack request is under way
   std::int64_t board_answered_ = 0;       ///< the newest stack request this node answered
-  std::unique_ptr<StackCapture> board_capture_;
   std::vector<std::function<void(StacksReply)>> board_stacks_waiting_;
 };
 

@@ -13,6 +13,7 @@
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
 #include "launcher/board_status.hpp"
+#include "launcher/capture_queue.hpp"
 #include "launcher/stack_capture.hpp"
 #include "launcher/stack_digest.hpp"
 #include "launcher/status_http.hpp"
@@ -32,8 +33,7 @@ constexpr std::chrono::milliseconds kStacksWait{10000};
 
 /// The job's stacks: this node's `own` ranks and the other nodes' answers in `read`, one digest for
 /// all, each node that did not answer a line of its own after it.
-StacksReply job_stacks_reply(std::vector<RankStacks> own, const std::string& own_missing,
-                             const rendezvous::BoardRead& read, int self) {
+StacksReply job_stacks_reply(std::vector<RankStacks> own, const rendezvous::BoardRead& read, int self) {
   StacksReply reply;
   if (!read.error.empty()) {
     reply.error = "cannot read the nodes' stacks: " + read.error;
@@ -41,7 +41,6 @@ StacksReply job_stacks_reply(std::vector<RankStacks> own, const std::string& own
   }
   std::vector<std::string> missing;
   reply.ranks = std::move(own);
-  if (!own_missing.empty()) missing.push_back(own_missing);
   for (std::size_t node = 0; node < read.entries.size(); ++node) {
     if (static_cast<int>(node) == self) continue;
     if (!read.entries[node]) {
@@ -60,6 +59,21 @@ StacksReply job_stacks_reply(std::vector<RankStacks> own, const std::string& own
   reply.digest = stack_digest(reply.ranks, read_source_line);
   reply.digest.insert(reply.digest.end(), missing.begin(), missing.end());
   return reply;
+}
+
+/// The step rates of the other nodes' running ranks, for the straggler rule's job-wide median. A
+/// rate of 0 is left out: it is also what a rank shows before its second sample, and a rank that
+/// stopped is the hang watch's matter, not a line to be slower than.
+std::vector<double> peer_step_rates(const std::vector<NodeStatus>& others) {
+  std::vector<double> rates;
+  for (const NodeStatus& node : others) {
+    for (const RankStatus& rank : node.ranks) {
+      if (rank.state == RankState::running && rank.progress && rank.progress->steps_per_second > 0) {
+        rates.push_back(rank.progress->steps_per_second);
+      }
+    }
+  }
+  return rates;
 }
 
 }  // namespace
@@ -86,7 +100,7 @@ void Agent::close_board() {
   board_reading_ = false;
   board_checking_ = false;
   board_others_.clear();
-  if (board_capture_) board_capture_->cancel();
+  if (monitor_) monitor_->set_peer_rates({});
   board_answered_ = 0;
   // Requests of the round that ended: the next round's board has other nodes, and they ask again.
   auto waiting = std::move(board_stacks_waiting_);
@@ -119,6 +133,7 @@ void Agent::board_sample(const NodeStatus& node) {
         }
       }
       board_others_ = std::move(others);
+      if (monitor_) monitor_->set_peer_rates(peer_step_rates(board_others_));
     });
   }
   if (!board_checking_) {
@@ -137,35 +152,24 @@ void Agent::add_board_nodes(JobStatus& job) const {
                    [](const NodeStatus& a, const NodeStatus& b) { return a.node_rank < b.node_rank; });
 }
 
-bool Agent::capture_own_stacks(std::function<void(std::vector<RankStacks>)> done) {
-  if (!monitor_) return false;
-  if (!board_capture_) board_capture_ = make_stack_capture();
-  // A capture under way here (this one's, or a hang's, which attaches to the same pids): later.
-  if (board_capture_->busy() || (stack_capture_ && stack_capture_->busy())) return false;
-  std::vector<StackTarget> targets = stack_targets(monitor_->latest());
-  auto finished = [done](const std::vector<CapturedRank>& ranks) {
+void Agent::capture_own_stacks(std::function<void(std::vector<RankStacks>)> done) {
+  std::vector<StackTarget> targets;
+  if (monitor_) targets = stack_targets(monitor_->latest());
+  captures().on_demand(std::move(targets), [done](const std::vector<CapturedRank>& ranks) {
     std::vector<RankStacks> stacks;
     for (const CapturedRank& rank : ranks) stacks.push_back(rank.stacks);
     done(std::move(stacks));
-  };
-  if (targets.empty()) {
-    boost::asio::post(io_, [done] { done({}); });
-    return true;
-  }
-  return board_capture_->start(std::move(targets), [](const std::vector<CapturedRank>&) {}, finished);
+  });
 }
 
 void Agent::answer_stack_request(std::int64_t request) {
   if (!board_) return;
   const int round = board_round_;
-  // Not started (a capture under way): board_answered_ stays, and the next sample tries again.
-  if (!capture_own_stacks([this, round, request](std::vector<RankStacks> stacks) {
-        if (!board_ || board_round_ != round) return;
-        board_->publish_stacks(round, request, group_rank_, board_stacks_json(std::move(stacks)));
-      })) {
-    return;
-  }
   board_answered_ = request;
+  capture_own_stacks([this, round, request](std::vector<RankStacks> stacks) {
+    if (!board_ || board_round_ != round) return;  // the round (and its board) ended meanwhile
+    board_->publish_stacks(round, request, group_rank_, board_stacks_json(std::move(stacks)));
+  });
 }
 
 /// What the asking agent gathers: its own ranks (captured here, not through the board, whose
@@ -173,7 +177,6 @@ void Agent::answer_stack_request(std::int64_t request) {
 struct BoardGather {
   std::optional<std::vector<RankStacks>> own;
   std::optional<rendezvous::BoardRead> read;
-  std::string own_missing;  ///< why this node's ranks are not there
 };
 
 void Agent::board_stacks(std::function<void(StacksReply)> done) {
@@ -183,7 +186,7 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
   auto gather = std::make_shared<BoardGather>();
   auto finish = [this, gather] {
     if (!gather->own || !gather->read) return;
-    StacksReply reply = job_stacks_reply(std::move(*gather->own), gather->own_missing, *gather->read, group_rank_);
+    StacksReply reply = job_stacks_reply(std::move(*gather->own), *gather->read, group_rank_);
     auto waiting = std::move(board_stacks_waiting_);
     board_stacks_waiting_.clear();
     for (const auto& waiter : waiting) waiter(reply);  // in a handler already: never inside board_stacks
@@ -195,14 +198,10 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
       return finish();
     }
     board_answered_ = request;  // this node answers here, not on the board
-    const bool started = capture_own_stacks([gather, finish](std::vector<RankStacks> stacks) {
+    capture_own_stacks([gather, finish](std::vector<RankStacks> stacks) {
       gather->own = std::move(stacks);
       finish();
     });
-    if (!started) {
-      gather->own.emplace();
-      gather->own_missing = "node " + std::to_string(group_rank_) + ": a capture was under way; ask again";
-    }
     board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWait, [gather, finish](rendezvous::BoardRead read) {
       gather->read = std::move(read);
       finish();
@@ -218,7 +217,7 @@ void Agent::gather_hang_stacks(std::vector<RankStacks> own) {
     if (request <= 0) return print_line("hang: cannot ask the other nodes for their stacks: " + error);
     board_answered_ = request;  // this node's ranks are the hang's own capture
     board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWait, [this, own_ranks](rendezvous::BoardRead read) {
-      const StacksReply reply = job_stacks_reply(std::move(*own_ranks), "", read, group_rank_);
+      const StacksReply reply = job_stacks_reply(std::move(*own_ranks), read, group_rank_);
       if (!reply.error.empty()) return print_line("hang: " + terminal_safe(reply.error));
       print_line("hang: the whole job (" + std::to_string(board_nodes_) + " nodes):");
       for (const std::string& line : reply.digest) print_line("hang:   " + terminal_safe(line));

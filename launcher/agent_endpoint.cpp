@@ -12,6 +12,7 @@
 
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
+#include "launcher/capture_queue.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/stack_capture.hpp"
 #include "launcher/stack_digest.hpp"
@@ -59,43 +60,19 @@ class Agent::EndpointView : public StatusSource {
 
   void capture_stacks(std::function<void(StacksReply)> done) override {
     if (a_.board_) return a_.board_stacks(std::move(done));  // every node's (agent_board.cpp)
-    waiting_.push_back(std::move(done));
-    if (waiting_.size() > 1) return;  // the capture under way answers this one too
-    if (a_.stack_capture_ && a_.stack_capture_->busy()) {
-      return answer(error_reply("the stacks of a hang are being captured; ask again in a moment"));
-    }
     a_.ensure_status_samples();
-    std::vector<StackTarget> targets = a_.stack_targets(a_.monitor_->latest());
-    if (targets.empty()) return answer(StacksReply{});
-    if (!capture_) capture_ = a_.make_stack_capture();
-    const bool started = capture_->start(std::move(targets), [](const std::vector<CapturedRank>&) {},
-                                         [this](const std::vector<CapturedRank>& ranks) {
-                                           StacksReply reply;
-                                           for (const CapturedRank& rank : ranks) reply.ranks.push_back(rank.stacks);
-                                           reply.digest = stack_digest(reply.ranks, read_source_line);
-                                           answer(std::move(reply));
-                                         });
-    if (!started) answer(error_reply("a capture is already under way; ask again in a moment"));
+    // A capture under way (a hang's, another request's) answers this one too (capture_queue.hpp).
+    a_.captures().on_demand(a_.stack_targets(a_.monitor_->latest()),
+                            [done = std::move(done)](const std::vector<CapturedRank>& ranks) {
+                              StacksReply reply;
+                              for (const CapturedRank& rank : ranks) reply.ranks.push_back(rank.stacks);
+                              reply.digest = stack_digest(reply.ranks, read_source_line);
+                              done(reply);
+                            });
   }
 
  private:
-  static StacksReply error_reply(std::string error) {
-    StacksReply reply;
-    reply.error = std::move(error);
-    return reply;
-  }
-
-  /// Every waiting request gets `reply`, later on the loop (never from inside capture_stacks).
-  void answer(StacksReply reply) {
-    boost::asio::post(a_.io_, [waiting = std::move(waiting_), reply = std::move(reply)] {
-      for (const auto& done : waiting) done(reply);
-    });
-    waiting_.clear();
-  }
-
   Agent& a_;
-  std::unique_ptr<StackCapture> capture_;  ///< on-demand captures; a hang's has its own
-  std::vector<std::function<void(StacksReply)>> waiting_;
 };
 
 void Agent::ensure_status_samples() {

@@ -18,6 +18,7 @@
 #include "launcher/job_event.hpp"
 #include "launcher/job_status.hpp"
 #include "launcher/python_dir.hpp"
+#include "launcher/capture_queue.hpp"
 #include "launcher/stack_capture.hpp"
 #include "launcher/stack_digest.hpp"
 #include "launcher/status_monitor.hpp"
@@ -88,20 +89,22 @@ std::vector<StackTarget> Agent::stack_targets(const NodeStatus& node) const {
   return targets;
 }
 
-std::unique_ptr<StackCapture> Agent::make_stack_capture() {
-  StackCaptureSettings settings;
-  settings.unwinder = find_unwinder().value_or("");
-  return std::make_unique<StackCapture>(io_, settings);
+CaptureQueue& Agent::captures() {
+  if (!captures_) {
+    StackCaptureSettings settings;
+    settings.unwinder = find_unwinder().value_or("");
+    captures_ = std::make_unique<CaptureQueue>(io_, settings);
+  }
+  return *captures_;
 }
 
 void Agent::capture_stacks() {
-  if (!stack_capture_) stack_capture_ = make_stack_capture();
-  stack_capture_->cancel();  // an earlier hang's capture still waiting for gdb: this one is newer
   std::vector<StackTarget> targets;
   if (hang_sample_) targets = stack_targets(*hang_sample_);
   stacks_dir_ = logs_->run_dir() / ("attempt_" + std::to_string(attempt_)) / "stacks";
   hang_digest_.clear();
-  stack_capture_->start(
+  // A capture under way (an earlier hang's, someone's request) gives way: this one is newer.
+  captures().for_hang(
       std::move(targets), [this](const std::vector<CapturedRank>& ranks) { print_hang_digest(ranks); },
       [this](const std::vector<CapturedRank>& ranks) {
         write_stack_files(ranks);

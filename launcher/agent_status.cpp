@@ -10,7 +10,6 @@
 #include "launcher/job_event.hpp"
 #include "launcher/status_monitor.hpp"
 #include "launcher/status_render.hpp"
-#include "launcher/straggler_rule.hpp"
 #include "launcher/worker_group.hpp"
 
 namespace ddprun::launcher {
@@ -101,10 +100,6 @@ void Agent::show_status(const NodeStatus& node) {
 }
 
 void Agent::note_stragglers(const NodeStatus& node) {
-  std::vector<double> rates;
-  for (const RankStatus& rank : node.ranks) {
-    if (rank.state == RankState::running && rank.progress) rates.push_back(rank.progress->steps_per_second);
-  }
   for (const RankStatus& rank : node.ranks) {
     const bool named = std::find(stragglers_named_.begin(), stragglers_named_.end(), rank.rank) != stragglers_named_.end();
     if (!rank.straggler) {
@@ -114,14 +109,14 @@ void Agent::note_stragglers(const NodeStatus& node) {
     if (named) continue;
     stragglers_named_.push_back(rank.rank);
     const double rate = rank.progress ? rank.progress->steps_per_second : 0;
-    const double median = median_of(rates);
+    const double median = monitor_->straggler_median();
     record_event({.kind = JobEventKind::straggler,
                   .rank = rank.rank,
                   .pid = rank.pid,
                   .detail = {{"steps_per_second", rate}, {"median_steps_per_second", median}}});
     char text[160];
-    std::snprintf(text, sizeof text, "rank %d is a straggler: %.3g steps/s, the median of this node's ranks is %.3g",
-                  rank.rank, rate, median);
+    std::snprintf(text, sizeof text, "rank %d is a straggler: %.3g steps/s, the median of %s ranks is %.3g", rank.rank,
+                  rate, monitor_->straggler_median_is_jobs() ? "the job's" : "this node's", median);
     print_line(text);
   }
 }

@@ -168,7 +168,7 @@ void StatusMonitor::sample_now() {
       rates[i] = status.progress->steps_per_second;
     }
   }
-  const std::vector<bool> stragglers = stragglers_.update(rates);
+  const std::vector<bool> stragglers = stragglers_.update(rates, peer_rates_);
   latest_.ranks.resize(ranks_.size());
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     ranks_[i]->status.straggler = stragglers[i];

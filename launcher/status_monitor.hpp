@@ -71,6 +71,14 @@ class StatusMonitor {
   int hangs() const { return latest_.hangs; }
   /// The hang watch counts its detections here, so that every sample carries them.
   void count_hang() { ++latest_.hangs; }
+  /// Multi-node: the step rates of the job's ranks on other nodes, as their agents last published
+  /// them; the straggler rule's line is then the job's median (straggler_rule.hpp). Empty = this
+  /// node's ranks alone (one node, or no board).
+  void set_peer_rates(std::vector<double> rates) { peer_rates_ = std::move(rates); }
+  /// The median step rate the last sample judged stragglers against (0 when it could judge none).
+  double straggler_median() const { return stragglers_.median(); }
+  /// Whether that median took in other nodes' ranks.
+  bool straggler_median_is_jobs() const { return !peer_rates_.empty(); }
 
  private:
   struct Rank;
@@ -89,6 +97,7 @@ class StatusMonitor {
   std::vector<std::unique_ptr<Rank>> ranks_;  ///< by local rank
   std::vector<WorkerView> views_;             ///< reused each sample
   StragglerRule stragglers_;
+  std::vector<double> peer_rates_;
   NodeStatus latest_;
 };
 

@@ -14,16 +14,19 @@ double median_of(std::vector<double> values) {
   return (lower + upper) / 2;
 }
 
-std::vector<bool> StragglerRule::update(const std::vector<std::optional<double>>& rates) {
+std::vector<bool> StragglerRule::update(const std::vector<std::optional<double>>& rates,
+                                        const std::vector<double>& peers) {
   if (below_.size() != rates.size()) below_.assign(rates.size(), 0);
-  std::vector<double> reporting;
+  std::vector<double> reporting = peers;
   for (const auto& rate : rates) {
     if (rate) reporting.push_back(*rate);
   }
   std::vector<bool> stragglers(rates.size(), false);
   const double median = median_of(reporting);
+  median_ = median;
   if (reporting.size() < settings_.min_ranks || median <= 0) {
     std::fill(below_.begin(), below_.end(), 0);
+    median_ = 0;
     return stragglers;
   }
   const double line = settings_.ratio * median;

@@ -7,6 +7,10 @@
 /// Only ranks that report progress count. With fewer than `min_ranks` of them there is no "the
 /// others" to be slower than, and nobody is named; nor while the median itself is zero (everyone
 /// stopped: that is a hang, not a straggler). Pure: the monitor feeds it each sample's rates.
+///
+/// In a multi-node job the line is the job's: the median takes in the other nodes' ranks too (their
+/// rates as their agents last published them, `peers`), so that a node whose ranks are all slow
+/// names them, and a node of one rank can tell it is behind. Each agent names only its own ranks.
 #include <cstddef>
 #include <optional>
 #include <vector>
@@ -27,13 +31,19 @@ class StragglerRule {
   explicit StragglerRule(StragglerSettings settings = {}) : settings_(settings) {}
 
   /// One sample: each rank's step rate over the window (by position; nothing = not reporting, or
-  /// no rate yet). Returns whether each rank is a straggler now. A change in the number of ranks
-  /// (a new attempt) starts over.
-  std::vector<bool> update(const std::vector<std::optional<double>>& rates);
+  /// no rate yet), and the step rates of the job's ranks on other nodes (`peers`: counted in the
+  /// median, never named). Returns whether each rank is a straggler now. A change in the number of
+  /// ranks (a new attempt) starts over.
+  std::vector<bool> update(const std::vector<std::optional<double>>& rates, const std::vector<double>& peers = {});
+
+  /// The median of the last update (0 when it named nobody for want of ranks), for the message
+  /// that names a straggler.
+  double median() const { return median_; }
 
  private:
   StragglerSettings settings_;
   std::vector<int> below_;  ///< samples in a row below the line, per rank
+  double median_ = 0;
 };
 
 }  // namespace ddprun::launcher

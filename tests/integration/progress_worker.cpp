@@ -2,11 +2,11 @@
 /// runtime's real writer of DDPRUN_PROGRESS_FILE) at a steady rate, for the status tests and the
 /// status benchmark (bench/launcher_bench.py status_cpu).
 ///
-///   progress_worker [--rate HZ] [--seconds S] [--slow-rank R --slow-factor F] [--print-every N]
+///   progress_worker [--rate HZ] [--seconds S] [--slow-rank R[,R...] --slow-factor F] [--print-every N]
 ///                   [--batch B] [--summary 1]
 ///
 /// Reports step 1, 2, ... HZ times a second (default 100) for S seconds (default 5), with
-/// samples = step * B (default 32) and the text "step N"; rank R (RANK) reports at HZ * F instead.
+/// samples = step * B (default 32) and the text "step N"; the ranks R (RANK) report at HZ * F instead.
 /// With --print-every N it prints "rank R step N" (flushed) every N steps; with --summary 1, at the
 /// end, "progress_worker rank R: N reports in S s" (the rate it kept up). Exits 0.
 #include <time.h>
@@ -38,7 +38,7 @@ void sleep_until(std::int64_t ns) {
 int main(int argc, char** argv) {
   double rate = 100;
   double seconds = 5;
-  int slow_rank = -1;
+  std::string slow_ranks;  ///< ",2,3,": commas around each, for a plain substring test
   double slow_factor = 1;
   long print_every = 0;
   long batch = 32;
@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     } else if (flag == "--seconds") {
       seconds = std::atof(value);
     } else if (flag == "--slow-rank") {
-      slow_rank = std::atoi(value);
+      slow_ranks = std::string(",") + value + ",";
     } else if (flag == "--slow-factor") {
       slow_factor = std::atof(value);
     } else if (flag == "--print-every") {
@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
   }
   const char* rank_text = std::getenv("RANK");
   const int rank = rank_text != nullptr ? std::atoi(rank_text) : 0;
-  if (rank == slow_rank) rate *= slow_factor;
+  if (slow_ranks.find("," + std::to_string(rank) + ",") != std::string::npos) rate *= slow_factor;
   if (rate <= 0) return 2;
   const std::int64_t period = static_cast<std::int64_t>(1e9 / rate);
   const std::int64_t start = now_ns();

@@ -72,6 +72,33 @@ TEST(StragglerRule, Table) {
   for (const auto& c : cases) EXPECT_EQ(run(c.samples, settings).back(), c.last) << c.name;
 }
 
+TEST(StragglerRule, OtherNodesRanksSetTheLineButAreNeverNamed) {
+  struct Case {
+    const char* name;
+    Rates local;
+    std::vector<double> peers;
+    std::vector<bool> flags;  ///< after three samples alike
+    double median;            ///< the last update's median (0: nobody can be named)
+  };
+  const std::vector<Case> cases{
+      {"a node whose ranks are all slow is named against the job", {50.0, 52.0}, {100.0, 101.0, 99.0, 100.0}, {true, true}, 99.5},
+      {"the same node alone looks fine", {50.0, 52.0, 51.0}, {}, {false, false, false}, 51.0},
+      {"one local rank with peers is enough ranks", {40.0}, {100.0, 100.0}, {true}, 100.0},
+      {"one local rank and one peer are too few", {40.0}, {100.0}, {false}, 0},
+      {"fast local ranks among slow peers are not stragglers", {100.0, 100.0}, {50.0, 50.0, 50.0}, {false, false}, 50.0},
+      {"a silent local rank is not named whatever the peers", {std::nullopt, 100.0}, {100.0, 100.0}, {false, false}, 100.0},
+  };
+  StragglerSettings settings;
+  settings.persistence = 3;
+  for (const auto& c : cases) {
+    StragglerRule rule(settings);
+    std::vector<bool> flags;
+    for (int i = 0; i < 3; ++i) flags = rule.update(c.local, c.peers);
+    EXPECT_EQ(flags, c.flags) << c.name;
+    EXPECT_DOUBLE_EQ(rule.median(), c.median) << c.name;
+  }
+}
+
 TEST(RateWindow, RatesOverTheWindowNotTheLastSample) {
   RateWindow window(10.0, 2.0);
   EXPECT_FALSE(window.rates());
