@@ -156,7 +156,9 @@ std::optional<SlurmStep> read_slurm_step(const Environ& env) {
 }
 
 std::vector<SlurmDefault> slurm_defaults(const SlurmStep& step, const GivenLookup& given) {
-  if (says_yes(given(Option::standalone))) return {};
+  // --standalone: one node on its own. --hostfile / -H: this ddprun only launches the job's agents
+  // over ssh, each told its place by flags; whether the hosts are Slurm's is the user's business.
+  if (says_yes(given(Option::standalone)) || given(Option::hostfile) || given(Option::hosts)) return {};
   std::vector<SlurmDefault> defaults;
   auto fill = [&](Option option, std::string value, const std::string& from) {
     if (given(option)) return;

@@ -69,7 +69,8 @@ struct SlurmDefault {
 ///   --rdzv-id         SLURM_JOB_ID                    --nproc-per-node  the step's GPUs, when any
 /// Explicit values win; the facts of the step (--nnodes, --node-rank) may not be contradicted:
 /// a --nnodes range without the step's node count, or another --node-rank, is a UsageError naming
-/// both. --standalone leaves Slurm out altogether (one node on its own). Also a UsageError, saying
+/// both. --standalone (one node on its own) and --hostfile / -H (agents started over ssh, each
+/// told its place by flags) leave Slurm out altogether. Also a UsageError, saying
 /// what to run instead: several tasks of the step on this node (each would be a ddprun starting
 /// workers of its own), and ddprun outside srun in an allocation of several nodes (a batch script
 /// or an salloc shell: the other nodes would never join) unless --nnodes is given.

@@ -106,6 +106,8 @@ TEST(SlurmStep, StandsInForTheFlagsLeftOut) {
       {"sbatch_N2_batch.env", {"--nnodes", "1", "t.py"}, 1, 0, "127.0.0.1", 29506, "6", 1},
       // --standalone: one node on its own; Slurm stays out (its random run id, its own port).
       {"srun_N2_n2_node1_0.env", {"--standalone", "t.py"}, 1, 0, "127.0.0.1", 29500, nullptr, 1},
+      // --hostfile / -H: agents over ssh, each told its place; from a 2-node salloc shell too.
+      {"salloc_N2_shell.env", {"-H", "10.0.0.1:1,10.0.0.2:1", "t.py"}, 2, 0, "10.0.0.1", 29500, "none", 1},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(std::string(c.file) + ": " + joined(c.args));
