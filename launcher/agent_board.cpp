@@ -81,12 +81,7 @@ std::vector<double> peer_step_rates(const std::vector<NodeStatus>& others) {
 void Agent::open_board(const rendezvous::RoundDecision& decision) {
   close_board();
   rendezvous::JobBoard::Options options;
-  try {
-    options.store = rendezvous::parse_endpoint(membership_->store_address(), 0);
-  } catch (const std::exception& error) {
-    return print_line(std::string("warning: no job board (other nodes' status) this round: ") + error.what());
-  }
-  options.token = plan_.config.store_token;
+  options.stores = membership_->stores();  // the rendezvous store's (a TCPStore or etcd-v3)
   options.run_id = plan_.config.rendezvous.run_id;
   board_ = std::make_unique<rendezvous::JobBoard>(io_, std::move(options));
   board_round_ = decision.round;

@@ -11,6 +11,7 @@
 #include "launcher/errors.hpp"
 #include "rendezvous/node_membership.hpp"
 #include "rendezvous/error.hpp"
+#include "rendezvous/etcd_store.hpp"
 #include "rendezvous/job_shape.hpp"
 #include "rendezvous/join_progress.hpp"
 #include "rendezvous/open_file_limit.hpp"
@@ -67,7 +68,10 @@ void Agent::start_rendezvous() {
 
   // The store host: node 0 (static); with c10d, is_host, else the machine the endpoint names. Of
   // several agents on that machine, the first to bind the port hosts it, the others are clients.
-  const bool hosts = settings.is_static ? config.topology.node_rank == 0 : settings.is_host.value_or(is_this_machine(store.host));
+  // etcd-v3: the etcd cluster is the store; no agent hosts one.
+  const bool hosts = config.etcd ? false
+                     : settings.is_static ? config.topology.node_rank == 0
+                                          : settings.is_host.value_or(is_this_machine(store.host));
   std::optional<PortReservation> reservation;
   if (hosts) {
     try {
@@ -115,7 +119,15 @@ void Agent::start_rendezvous() {
   events.on_waiting = [](const std::string& line) { print_line(line); };
   state_.node_id = self.id;
   state_.node_description = self.describe();
-  membership_ = std::make_unique<rendezvous::NodeMembership>(io_, settings, store, token, self, std::move(events));
+  StoreFactory stores = tcp_store_factory(store, token);
+  if (config.etcd) {
+    try {
+      stores = etcd_store_factory(EtcdSession::create(io_.get_executor(), *config.etcd));
+    } catch (const rendezvous::Error& error) {
+      throw LaunchError(std::string("cannot use the etcd-v3 rendezvous: ") + error.what());
+    }
+  }
+  membership_ = std::make_unique<rendezvous::NodeMembership>(io_, settings, std::move(stores), self, std::move(events));
 }
 
 void Agent::accept_probes() {

@@ -242,11 +242,21 @@ void fill_membership(LaunchConfig& config, const Settings& settings) {
     if (auto raw = settings.get(Option::rdzv_backend)) {
       if (raw->value == "static") config.rdzv_backend = RdzvBackend::static_;
       else if (raw->value == "c10d") config.rdzv_backend = RdzvBackend::c10d;
-      else reject(*raw, "is not a rendezvous backend (static, c10d)");
+      else if (raw->value == "etcd-v3") config.rdzv_backend = RdzvBackend::etcd_v3;
+      else reject(*raw, "is not a rendezvous backend (static, c10d, etcd-v3)");
     }
     // Blank text (a template's "$UNSET " or PET_RDZV_ENDPOINT=" ") leaves it unset, as "--rdzv-endpoint=" does.
     if (auto raw = settings.get(Option::rdzv_endpoint); raw && !trim(raw->value).empty()) {
-      config.rdzv_endpoint = parse_endpoint(raw->value, kDefaultRdzvPort, raw->label);
+      if (config.rdzv_backend == RdzvBackend::etcd_v3) {
+        try {
+          config.etcd = rendezvous::parse_etcd_options(raw->value, config.rdzv_conf);
+        } catch (const rendezvous::Error& error) {
+          reject(*raw, std::string("is not an etcd-v3 rendezvous (") + error.what() + ")");
+        }
+        config.rdzv_endpoint = config.etcd->endpoints.front();
+      } else {
+        config.rdzv_endpoint = parse_endpoint(raw->value, kDefaultRdzvPort, raw->label);
+      }
     }
     if (auto raw = settings.get(Option::rdzv_id); raw && raw->value.empty()) {
       // Only the command line gives an empty value (an empty PET_* is unset): `--rdzv-id=` from a
@@ -280,6 +290,9 @@ void resolve_rendezvous(LaunchConfig& config) {
     config.store_endpoint = *config.rdzv_endpoint;
   } else {
     // c10d without --standalone is always multi-node, and the nodes must meet somewhere.
+    if (config.rdzv_backend == RdzvBackend::etcd_v3) {
+      throw UsageError("--rdzv-backend=etcd-v3 needs --rdzv-endpoint HOST[:PORT][,HOST[:PORT]...] (the etcd members)");
+    }
     throw UsageError("--rdzv-backend=c10d needs --rdzv-endpoint HOST[:PORT] (the machine that hosts the store)");
   }
   rendezvous::RendezvousSettings& rules = config.rendezvous;  // --rdzv-conf's keys are already in

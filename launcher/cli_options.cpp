@@ -13,7 +13,7 @@ constexpr std::array kOptions{
     OptionSpec{Option::node_rank, "node-rank", 0, "R", "0", Group::membership, "this node's rank (static rendezvous)"},
     OptionSpec{Option::master_addr, "master-addr", 0, "HOST", "127.0.0.1", Group::membership, "static rendezvous: address of node 0"},
     OptionSpec{Option::master_port, "master-port", 0, "PORT", "29500", Group::membership, "static rendezvous: store port on node 0"},
-    OptionSpec{Option::rdzv_backend, "rdzv-backend", 0, "NAME", "static", Group::membership, "static or c10d"},
+    OptionSpec{Option::rdzv_backend, "rdzv-backend", 0, "NAME", "static", Group::membership, "static, c10d or etcd-v3"},
     OptionSpec{Option::rdzv_endpoint, "rdzv-endpoint", 0, "HOST[:PORT]", "none", Group::membership,
                "c10d store; IPv6 as [v6addr]:PORT (or v6addr:PORT, split at the last ':'); PORT defaults to 29400",
                true},

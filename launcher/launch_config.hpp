@@ -13,6 +13,7 @@
 #include "launcher/fleet_config.hpp"
 #include "launcher/hang_action.hpp"
 #include "rendezvous/endpoint.hpp"
+#include "rendezvous/etcd_options.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 
 namespace ddprun::launcher {
@@ -60,10 +61,11 @@ enum class LocalRankArg { off, dash, underscore };
 enum class WorkerStore { agent, fresh };
 
 /// `--rdzv-backend`. static: fixed membership, ranks from --node-rank, node 0 hosts the store on
-/// --master-port; c10d: nodes join rounds at a store on --rdzv-endpoint.
-enum class RdzvBackend { static_, c10d };
+/// --master-port; c10d: nodes join rounds at a store on --rdzv-endpoint; etcd_v3: the same rounds
+/// in an etcd cluster (--rdzv-endpoint lists its members), which no agent hosts.
+enum class RdzvBackend { static_, c10d, etcd_v3 };
 
-/// "static" or "c10d": the backend as torchrun spells it.
+/// "static", "c10d" or "etcd-v3": the backend as the flag spells it.
 std::string_view backend_name(RdzvBackend backend);
 
 /// The port of --rdzv-endpoint when it names none (torchrun's default for c10d).
@@ -94,6 +96,8 @@ struct LaunchConfig {
   rendezvous::Endpoint store_endpoint{"127.0.0.1", 29500};
   std::string rdzv_id = "none";
   std::map<std::string, std::string> rdzv_conf;  ///< --rdzv-conf as given (for -v); read `rendezvous`
+  /// etcd-v3: the members (--rdzv-endpoint) and --rdzv-conf's etcd keys; store_endpoint is the first.
+  std::optional<rendezvous::EtcdOptions> etcd;
   /// Every rule of the rendezvous (--rdzv-conf's keys, run id, node counts, ...), resolved.
   rendezvous::RendezvousSettings rendezvous;
   bool standalone = false;
@@ -148,6 +152,7 @@ struct LaunchConfig {
 };
 
 inline std::string_view backend_name(RdzvBackend backend) {
+  if (backend == RdzvBackend::etcd_v3) return "etcd-v3";
   return backend == RdzvBackend::c10d ? "c10d" : "static";
 
   /// --hostfile / -H: this ddprun starts every host's agent over ssh (fleet.hpp); no hosts = not.

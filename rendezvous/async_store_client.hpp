@@ -72,7 +72,7 @@ class AsyncStoreClient final : public Store {
   /// legacy_fallback for a store that resets the connection there) and, when a token is set,
   /// authentication. Throws StoreError("cannot reach the store at H:P within Ns: <last error>"), or
   /// a StoreError saying the store rejected the token or could not prove it knows it.
-  Task<void> connect();
+  Task<void> connect() override;
 
   // Store (see store.hpp). get(), wait() and multi_get() WAIT up to `timeout` (StoreTimeout
   // "... timed out after <timeout>[ waiting for the key(s) to be set]", the connection kept), then
@@ -103,7 +103,7 @@ class AsyncStoreClient final : public Store {
   /// Ends the pending operation now (a long WAIT, a connect retry, a backoff pause) with StoreError
   /// "interrupted" and closes the connection; every later call fails the same way. For an owner that
   /// is going away. The loop's thread only (the blocking StoreClient posts it there).
-  void cancel();
+  void cancel() override;
 
   /// The dialect spoken with the store: current, or legacy after a fallback.
   wire::Dialect dialect() const;

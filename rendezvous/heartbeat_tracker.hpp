@@ -21,6 +21,8 @@ class HeartbeatTracker {
   void watch(const std::vector<std::string>& node_ids, Clock::time_point now);
 
   /// Records the counters read at `now` (in the order of the last watch()); -1 = no heartbeat key.
+  /// A node whose counter was seen and now reads -1 is lost at once: its key vanished, which on a
+  /// store with leases (etcd-v3) means its lease expired (on a TCPStore keys never vanish).
   void observe(const std::vector<std::int64_t>& counters, Clock::time_point now);
 
   /// The watched nodes whose counter has not changed for lost_after, as of `now`.
@@ -37,6 +39,7 @@ class HeartbeatTracker {
   struct Seen {
     std::int64_t counter = -1;
     Clock::time_point changed;
+    bool vanished = false;
   };
   std::chrono::milliseconds lost_after_;
   std::vector<std::string> order_;

@@ -5,7 +5,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <deque>
 
-#include "rendezvous/async_store_client.hpp"
+#include "rendezvous/store_factory.hpp"
 #include "rendezvous/store_error.hpp"
 
 namespace asio = boost::asio;
@@ -14,15 +14,10 @@ using std::chrono::milliseconds;
 namespace ddprun::rendezvous {
 namespace {
 
-StoreClientOptions client_options(const JobBoard::Options& options) {
-  StoreClientOptions client;
-  client.host = options.store.host;
-  client.port = options.store.port;
+std::unique_ptr<Store> open_store(asio::io_context& io, const JobBoard::Options& options) {
   // The store is up when the board is used (a round formed on it): a short connect is enough.
-  client.connect_timeout = options.timeout;
-  client.timeout = options.timeout;
-  client.token = options.token;
-  return client;
+  StoreFactory stores = options.stores ? *options.stores : tcp_store_factory(options.store, options.token);
+  return stores.open(io.get_executor(), options.timeout, options.timeout);
 }
 
 }  // namespace
@@ -42,7 +37,7 @@ class JobBoard::State : public std::enable_shared_from_this<State> {
       : io(io_context),
         options(std::move(board_options)),
         prefix("ddprun/rdzv/" + options.run_id + "/board/"),
-        client(io.get_executor(), client_options(options)) {}
+        client(open_store(io, options)) {}
 
   void enqueue(Operation operation) {
     queue.push_back(std::move(operation));
@@ -76,7 +71,7 @@ class JobBoard::State : public std::enable_shared_from_this<State> {
   static Task<void> publish(std::shared_ptr<State> self, Operation operation) {
     std::string error;
     try {
-      co_await self->client.set(operation.publish_key, std::move(operation.bytes));
+      co_await self->client->set(operation.publish_key, std::move(operation.bytes));
     } catch (const Error& failure) {
       error = failure.what();
     }
@@ -87,16 +82,16 @@ class JobBoard::State : public std::enable_shared_from_this<State> {
   /// and a GET for each key that does.
   static Task<BoardEntries> read_now(std::shared_ptr<State> self, std::vector<std::string> keys) {
     BoardEntries entries(keys.size());
-    bool all = co_await self->client.check(keys);
+    bool all = co_await self->client->check(keys);
     if (all) {
-      auto values = co_await self->client.multi_get(keys, self->options.timeout);
+      auto values = co_await self->client->multi_get(keys, self->options.timeout);
       for (std::size_t i = 0; i < values.size(); ++i) entries[i] = std::move(values[i]);
       co_return entries;
     }
     for (std::size_t i = 0; i < keys.size() && !self->stopped; ++i) {
       std::vector<std::string> one{keys[i]};  // not a braced list in the co_await (GCC 12)
-      bool present = co_await self->client.check(std::move(one));
-      if (present) entries[i] = co_await self->client.get(keys[i], self->options.timeout);
+      bool present = co_await self->client->check(std::move(one));
+      if (present) entries[i] = co_await self->client->get(keys[i], self->options.timeout);
     }
     co_return entries;
   }
@@ -104,7 +99,7 @@ class JobBoard::State : public std::enable_shared_from_this<State> {
   asio::io_context& io;
   const Options options;
   const std::string prefix;
-  AsyncStoreClient client;
+  std::unique_ptr<Store> client;  ///< one operation at a time
   std::deque<Operation> queue;
   bool running = false;
   /// Set by the board's destructor: what the loop resumes afterwards only winds down.
@@ -117,7 +112,7 @@ JobBoard::JobBoard(asio::io_context& io, Options options)
 JobBoard::~JobBoard() {
   state_->stopped = true;
   state_->queue.clear();
-  state_->client.cancel();
+  state_->client->cancel();
 }
 
 std::string JobBoard::status_key(int round, int node) const {
@@ -203,7 +198,7 @@ void JobBoard::request_stacks(int round, std::function<void(std::int64_t, std::s
   enqueue_read<std::int64_t>(
       state_,
       [key = stack_request_key(round)](std::shared_ptr<State> self) -> Task<std::int64_t> {
-        co_return co_await self->client.add(key, 1);
+        co_return co_await self->client->add(key, 1);
       },
       std::move(done), std::int64_t{0});
 }
@@ -212,7 +207,7 @@ void JobBoard::latest_stack_request(int round, std::function<void(std::int64_t, 
   enqueue_read<std::int64_t>(
       state_,
       [key = stack_request_key(round)](std::shared_ptr<State> self) -> Task<std::int64_t> {
-        co_return co_await self->client.add(key, 0);
+        co_return co_await self->client->add(key, 0);
       },
       std::move(done), std::int64_t{0});
 }
@@ -232,7 +227,7 @@ void JobBoard::publish_stacks(int round, std::int64_t request, int node, std::st
   enqueue_read<bool>(
       state_,
       [key = stacks_key(round, request, node), bytes = std::move(bytes)](std::shared_ptr<State> self) -> Task<bool> {
-        co_await self->client.set(key, bytes);
+        co_await self->client->set(key, bytes);
         co_return true;
       },
       std::move(report), false);
@@ -252,7 +247,7 @@ void JobBoard::read_stacks(int round, std::int64_t request, int nodes, int asker
       [keys, wait](std::shared_ptr<State> self) -> Task<BoardEntries> {
         if (keys.empty()) co_return BoardEntries{};
         try {
-          co_await self->client.wait(keys, wait);
+          co_await self->client->wait(keys, wait);
         } catch (const StoreTimeout&) {
           // Some node did not answer in time: give what the others said.
         }

@@ -6,7 +6,7 @@
 ///
 /// The bytes are opaque here (the launcher's status JSON): this layer knows only keys and bounds.
 ///
-/// One connection of its own (AsyncStoreClient on the agent's loop), so a slow board never delays
+/// One connection of its own (an AsyncStoreClient, or the Options' StoreFactory's, on the agent's loop), so a slow board never delays
 /// the rounds or the heartbeats. Operations run one at a time, in order; nothing piles up:
 ///  - a status published while the previous one is not yet sent replaces it (latest wins);
 ///  - at most kMaxPendingReads reads wait; one more is answered at once with an error;
@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "rendezvous/endpoint.hpp"
+#include "rendezvous/store_factory.hpp"
 
 namespace ddprun::rendezvous {
 
@@ -47,6 +48,8 @@ class JobBoard {
   struct Options {
     Endpoint store;
     std::optional<std::string> token;
+    /// When set, the board's connection comes from here instead (etcd-v3), not from store/token.
+    std::optional<StoreFactory> stores;
     std::string run_id;
     std::size_t max_value_bytes = 256 * 1024;               ///< a status or a stacks answer
     std::chrono::milliseconds timeout{std::chrono::seconds(10)};  ///< per store operation

@@ -9,7 +9,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <deque>
 
-#include "rendezvous/async_store_client.hpp"
 #include "rendezvous/deadline.hpp"  // describe_duration
 #include "rendezvous/heartbeat_tracker.hpp"
 #include "rendezvous/join_progress.hpp"
@@ -46,17 +45,6 @@ Task<void> sleep_on(asio::steady_timer& timer) {
   co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ignored));
 }
 
-StoreClientOptions client_options(const Endpoint& store, const std::optional<std::string>& token,
-                                  milliseconds connect_timeout, milliseconds timeout) {
-  StoreClientOptions options;
-  options.host = store.host;
-  options.port = store.port;
-  options.connect_timeout = connect_timeout;
-  options.timeout = timeout;
-  options.token = token;
-  return options;
-}
-
 /// What the agent asked for, served in order by the requests coroutine.
 struct Request {
   enum class Kind { join, report_failure, end_round, mark_finished };
@@ -71,22 +59,20 @@ struct Request {
 
 class NodeMembership::State : public std::enable_shared_from_this<State> {
  public:
-  State(asio::io_context& io_context, RendezvousSettings rendezvous, Endpoint endpoint,
-        std::optional<std::string> store_token, NodeInfo me, Events handlers)
+  State(asio::io_context& io_context, RendezvousSettings rendezvous, StoreFactory factory, NodeInfo me,
+        Events handlers)
       : io(io_context),
         settings(std::move(rendezvous)),
-        store(std::move(endpoint)),
-        token(std::move(store_token)),
+        stores(std::move(factory)),
         self(std::move(me)),
         events(std::move(handlers)),
         // Node 0's store may come up after this node: the requests' connects retry for the join deadline.
-        requests_client(io.get_executor(), client_options(store, token, settings.join_deadline(), settings.read_timeout)),
-        watcher_client(io.get_executor(), client_options(store, token, settings.read_timeout, settings.read_timeout)),
-        keep_alive_client(io.get_executor(),
-                          client_options(store, token, settings.heartbeat_timeout, settings.heartbeat_timeout)),
-        requests_protocol(requests_client, settings),
-        watcher_protocol(watcher_client, settings),
-        keep_alive_protocol(keep_alive_client, settings),
+        requests_client(stores.open(io.get_executor(), settings.join_deadline(), settings.read_timeout)),
+        watcher_client(stores.open(io.get_executor(), settings.read_timeout, settings.read_timeout)),
+        keep_alive_client(stores.open(io.get_executor(), settings.heartbeat_timeout, settings.heartbeat_timeout)),
+        requests_protocol(*requests_client, settings),
+        watcher_protocol(*watcher_client, settings),
+        keep_alive_protocol(*keep_alive_client, settings),
         changed(io, Clock::time_point::max()),
         beat_timer(io),
         stall_watch(settings.heartbeat_timeout),
@@ -99,7 +85,7 @@ class NodeMembership::State : public std::enable_shared_from_this<State> {
     waiting_progress.timeout = settings.join_deadline();
   }
 
-  std::string address() const { return format_endpoint(store.host, store.port); }
+  std::string address() const { return stores.address; }
 
   /// Wakes every coroutine waiting for a change (a request, a watched round, the stop) to look again.
   void notify() {
@@ -133,9 +119,9 @@ class NodeMembership::State : public std::enable_shared_from_this<State> {
     beat_timer.cancel();
     store_silence.cancel();
     waiting_line.cancel();
-    requests_client.cancel();
-    watcher_client.cancel();
-    keep_alive_client.cancel();
+    requests_client->cancel();
+    watcher_client->cancel();
+    keep_alive_client->cancel();
   }
 
   // The waiting line.
@@ -153,8 +139,7 @@ class NodeMembership::State : public std::enable_shared_from_this<State> {
 
   asio::io_context& io;
   const RendezvousSettings settings;
-  const Endpoint store;
-  const std::optional<std::string> token;
+  const StoreFactory stores;
   NodeInfo self;
   Events events;
 
@@ -163,9 +148,9 @@ class NodeMembership::State : public std::enable_shared_from_this<State> {
   bool stopped = false;
   bool failed = false;
 
-  AsyncStoreClient requests_client;
-  AsyncStoreClient watcher_client;
-  AsyncStoreClient keep_alive_client;
+  std::unique_ptr<Store> requests_client;
+  std::unique_ptr<Store> watcher_client;
+  std::unique_ptr<Store> keep_alive_client;
   RoundProtocol requests_protocol;
   RoundProtocol watcher_protocol;
   RoundProtocol keep_alive_protocol;
@@ -241,16 +226,24 @@ Task<void> NodeMembership::State::run_requests(std::shared_ptr<State> self) {
                                        kWaitingLineEvery);
   std::optional<std::string> failure;
   try {
-    co_await s.requests_client.connect();
+    co_await s.requests_client->connect();
     JoinProgress joining;
     joining.stage = JoinProgress::Stage::joining;
     s.update_waiting(joining);
     co_await s.requests_protocol.check_job(s.self);
   } catch (const StoreError& error) {
-    failure = std::string(error.what()) + (s.settings.is_static ? " (node 0 hosts it at --master-addr:--master-port)"
-                                                               : " (the agent on the --rdzv-endpoint machine hosts it)");
+    failure = std::string(error.what());
+    if (s.stores.hosted_by_an_agent) {
+      *failure += s.settings.is_static ? " (node 0 hosts it at --master-addr:--master-port)"
+                                       : " (the agent on the --rdzv-endpoint machine hosts it)";
+    }
   } catch (const RendezvousError& error) {
     failure = error.what();
+    // On a store that outlives jobs, the keys may be another job's that used the same run id.
+    if (!s.stores.hosted_by_an_agent) {
+      *failure += " (" + s.address() + " holds job '" + s.settings.run_id +
+                  "' under this key prefix: if that is another job, give this one its own --rdzv-id or key_prefix)";
+    }
   }
   if (failure) co_return s.fail(*failure);
   for (;;) {
@@ -423,8 +416,12 @@ Task<void> NodeMembership::State::run_keep_alive(std::shared_ptr<State> self) {
 
 NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings, Endpoint store,
                                std::optional<std::string> token, NodeInfo self, Events events)
-    : state_(std::make_shared<State>(io, std::move(settings), std::move(store), std::move(token), std::move(self),
-                                     std::move(events))) {
+    : NodeMembership(io, std::move(settings), tcp_store_factory(std::move(store), std::move(token)), std::move(self),
+                     std::move(events)) {}
+
+NodeMembership::NodeMembership(asio::io_context& io, RendezvousSettings settings, StoreFactory stores, NodeInfo self,
+                               Events events)
+    : state_(std::make_shared<State>(io, std::move(settings), std::move(stores), std::move(self), std::move(events))) {
   state_->begin_waiting();
   // An exception none of them handles (a bug) reaches the agent's loop, as a thread's once ended ddprun.
   auto rethrow = [](std::exception_ptr error) {
@@ -481,5 +478,7 @@ void NodeMembership::mark_finished() {
 const NodeInfo& NodeMembership::self() const { return state_->self; }
 
 std::string NodeMembership::store_address() const { return state_->address(); }
+
+const StoreFactory& NodeMembership::stores() const { return state_->stores; }
 
 }  // namespace ddprun::rendezvous

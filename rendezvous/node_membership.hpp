@@ -2,7 +2,8 @@
 /// NodeMembership: this node's part in a multi-node job's rendezvous, on the agent's event loop.
 ///
 /// Everything runs on the agent's io_context, as coroutines, and nothing blocks the loop. Each
-/// coroutine has a store connection of its own (AsyncStoreClient: one operation at a time each):
+/// coroutine has a store connection of its own (from the StoreFactory: an AsyncStoreClient or an
+/// EtcdStore, one operation at a time each):
 ///  - requests: join a round, end a round, mark this node finished, report a worker's failure (the
 ///    peers are probed first), served one after another from a queue;
 ///  - watcher: one outstanding WAIT on the current round's end, which it reports;
@@ -31,6 +32,7 @@
 #include "rendezvous/endpoint.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 #include "rendezvous/round_record.hpp"
+#include "rendezvous/store_factory.hpp"
 
 namespace ddprun::rendezvous {
 
@@ -52,6 +54,9 @@ class NodeMembership {
   /// join deadline: node 0's store may come up after this node) and checks the job (run id, shape).
   NodeMembership(boost::asio::io_context& io, RendezvousSettings settings, Endpoint store,
                  std::optional<std::string> token, NodeInfo self, Events events);
+  /// The same on the stores `stores` opens (a TCPStore's, or etcd's: store_factory.hpp).
+  NodeMembership(boost::asio::io_context& io, RendezvousSettings settings, StoreFactory stores, NodeInfo self,
+                 Events events);
   /// Stops everything (see Lifetime above); no Event is called from then on.
   ~NodeMembership();
   /// How often a waiting node says so (Events::on_waiting).
@@ -80,6 +85,8 @@ class NodeMembership {
 
   const NodeInfo& self() const;
   std::string store_address() const;
+  /// Where this membership opens its store connections (for the job board).
+  const StoreFactory& stores() const;
 
   class State;  ///< what the coroutines share (internal)
 

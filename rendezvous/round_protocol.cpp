@@ -353,11 +353,16 @@ Task<std::vector<std::int64_t>> RoundProtocol::read_beats(std::vector<std::strin
   std::vector<std::string> keys;
   for (const auto& id : node_ids) keys.push_back(keys_.heartbeat(id));
   std::vector<std::int64_t> counters;
-  const std::vector<std::string> values = co_await store_.multi_get(keys, settings_.heartbeat_timeout);
+  // A key may be missing: on a store with leases (etcd-v3) a dead node's heartbeat vanishes.
+  const std::vector<std::optional<std::string>> values = co_await store_.get_if_present(keys);
   for (const auto& value : values) {
     std::int64_t counter = -1;
-    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), counter);
-    counters.push_back(ec == std::errc() && ptr == value.data() + value.size() ? counter : -1);
+    if (!value) {
+      counters.push_back(-1);
+      continue;
+    }
+    auto [ptr, ec] = std::from_chars(value->data(), value->data() + value->size(), counter);
+    counters.push_back(ec == std::errc() && ptr == value->data() + value->size() ? counter : -1);
   }
   co_return counters;
 }

@@ -85,8 +85,8 @@ class RoundProtocol {
 
   /// Writes this node's heartbeat counter.
   Task<void> beat(std::string node_id, std::int64_t counter);
-  /// The heartbeat counters of `node_ids`, in order (-1 for a value that is not a counter). Every
-  /// node that joined a round has the key (join() creates it), so this is one round trip.
+  /// The heartbeat counters of `node_ids`, in order (-1 for a value that is not a counter, or a key
+  /// that is missing: join() creates it, but on a store with leases it vanishes with a dead node).
   Task<std::vector<std::int64_t>> read_beats(std::vector<std::string> node_ids);
 
   const RoundKeys& keys() const { return keys_; }

@@ -41,13 +41,23 @@ TEST(CliResolution, BackendNames) {
       {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "h"}, {}, RdzvBackend::c10d, ""},
       {{"--rdzv-endpoint", "h"}, {{"PET_RDZV_BACKEND", "c10d"}}, RdzvBackend::c10d, ""},
       {{"--standalone"}, {}, RdzvBackend::c10d, ""},
-      {{"--rdzv-backend", "etcd"}, {}, std::nullopt, "--rdzv-backend: \"etcd\" is not a rendezvous backend (static, c10d)"},
-      {{"--rdzv-backend", "C10D"}, {}, std::nullopt, "--rdzv-backend: \"C10D\" is not a rendezvous backend (static, c10d)"},
-      {{"--rdzv-backend="}, {}, std::nullopt, "--rdzv-backend: \"\" is not a rendezvous backend (static, c10d)"},
+      {{"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "h1:2379,h2"}, {}, RdzvBackend::etcd_v3, ""},
+      {{"--rdzv-backend", "etcd-v3"},
+       {},
+       std::nullopt,
+       "--rdzv-backend=etcd-v3 needs --rdzv-endpoint HOST[:PORT][,HOST[:PORT]...] (the etcd members)"},
+      {{"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "h1", "--rdzv-conf", "lease_ttl=1"},
+       {},
+       std::nullopt,
+       "--rdzv-endpoint: \"h1\" is not an etcd-v3 rendezvous (lease_ttl=1 is not an integer number of seconds in "
+       "2..3600)"},
+      {{"--rdzv-backend", "etcd"}, {}, std::nullopt, "--rdzv-backend: \"etcd\" is not a rendezvous backend (static, c10d, etcd-v3)"},
+      {{"--rdzv-backend", "C10D"}, {}, std::nullopt, "--rdzv-backend: \"C10D\" is not a rendezvous backend (static, c10d, etcd-v3)"},
+      {{"--rdzv-backend="}, {}, std::nullopt, "--rdzv-backend: \"\" is not a rendezvous backend (static, c10d, etcd-v3)"},
       {{},
        {{"PET_RDZV_BACKEND", "etcd-v2"}},
        std::nullopt,
-       "--rdzv-backend (from PET_RDZV_BACKEND): \"etcd-v2\" is not a rendezvous backend (static, c10d)"},
+       "--rdzv-backend (from PET_RDZV_BACKEND): \"etcd-v2\" is not a rendezvous backend (static, c10d, etcd-v3)"},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(joined(row.args));
@@ -63,6 +73,16 @@ TEST(CliResolution, BackendNames) {
   }
   EXPECT_EQ(backend_name(RdzvBackend::static_), "static");
   EXPECT_EQ(backend_name(RdzvBackend::c10d), "c10d");
+  EXPECT_EQ(backend_name(RdzvBackend::etcd_v3), "etcd-v3");
+  // etcd-v3: every member, the first as the endpoint this node finds its address toward.
+  LaunchConfig etcd = parsed({"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "h1:2379,h2:2380",
+                              "--rdzv-conf", "key_prefix=/a,lease_ttl=4"},
+                             kNoPath);
+  ASSERT_TRUE(etcd.etcd);
+  EXPECT_EQ(etcd.etcd->endpoints, (std::vector<Endpoint>{{"h1", 2379}, {"h2", 2380}}));
+  EXPECT_EQ(etcd.etcd->key_prefix, "/a/");
+  EXPECT_EQ(etcd.store_endpoint, (Endpoint{"h1", 2379}));
+  EXPECT_TRUE(etcd.topology.multi_node);
 }
 
 TEST(CliResolution, EndpointsAndTheDefaultPort) {

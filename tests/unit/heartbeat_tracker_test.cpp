@@ -120,3 +120,15 @@ TEST(HeartbeatTracker, ExcusingNeverMovesASeenChangeBack) {
   tracker.excuse_silence(t0 + 10s);  // an older excuse
   EXPECT_EQ(tracker.lost(t0 + 30s + kLostAfter - 1ms), Strings{});
 }
+
+TEST(HeartbeatTracker, AKeyThatWasThereAndVanishedIsLostAtOnce) {
+  // On etcd-v3 a node's heartbeat lives with its lease: gone means the lease expired.
+  HeartbeatTracker tracker(kLostAfter);
+  tracker.watch({"a", "b"}, t0);
+  tracker.observe({3, 1}, t0 + 2s);
+  tracker.observe({-1, 2}, t0 + 4s);
+  EXPECT_EQ(tracker.lost(t0 + 4s), Strings{"a"});
+  // Back with a new counter (its agent woke and beat again): alive.
+  tracker.observe({4, 3}, t0 + 6s);
+  EXPECT_EQ(tracker.lost(t0 + 6s), Strings{});
+}

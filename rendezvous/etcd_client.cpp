@@ -1,0 +1,410 @@
+#include "rendezvous/etcd_client.hpp"
+
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without including it
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <map>
+
+#include "rendezvous/deadline.hpp"  // describe_duration
+#include "rendezvous/etcd_json.hpp"
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+namespace ddprun::rendezvous {
+namespace {
+
+constexpr auto use_awaitable = asio::use_awaitable;
+
+/// Something went wrong with one member: try the next.
+struct MemberFailed {
+  std::string why;
+};
+
+std::string ms_text(milliseconds ms) { return describe_duration(ms); }
+
+}  // namespace
+
+EtcdCluster::EtcdCluster(EtcdOptions options) : options_(std::move(options)) {
+  if (options_.endpoints.empty()) throw Error("no etcd member to talk to");
+  if (!options_.tls) return;
+  tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+  boost::system::error_code ec;
+  if (options_.cacert.empty()) {
+    tls_->set_default_verify_paths(ec);
+  } else {
+    tls_->load_verify_file(options_.cacert, ec);
+    if (ec) throw Error("cannot read the etcd CA certificate cacert=" + options_.cacert + ": " + ec.message());
+  }
+  tls_->set_verify_mode(asio::ssl::verify_peer);
+  if (!options_.cert.empty()) {
+    tls_->use_certificate_chain_file(options_.cert, ec);
+    if (ec) throw Error("cannot read the etcd client certificate cert=" + options_.cert + ": " + ec.message());
+    tls_->use_private_key_file(options_.key, asio::ssl::context::pem, ec);
+    if (ec) throw Error("cannot read the etcd client key key=" + options_.key + ": " + ec.message());
+  }
+}
+
+EtcdCluster::~EtcdCluster() = default;
+
+void EtcdCluster::move_on(std::size_t member) {
+  if (preferred_ == member) preferred_ = (member + 1) % options_.endpoints.size();
+}
+
+class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(asio::any_io_executor executor, std::shared_ptr<EtcdCluster> cluster_)
+      : ex(executor), cluster(std::move(cluster_)), resolver(executor), pause(executor) {}
+
+  asio::any_io_executor ex;
+  std::shared_ptr<EtcdCluster> cluster;
+  tcp::resolver resolver;
+  asio::steady_timer pause;
+  std::unique_ptr<beast::tcp_stream> plain;
+  std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
+  std::optional<std::size_t> member;  ///< connected to this one
+  beast::flat_buffer buffer;
+  bool cancelled = false;
+  /// Per member, why it failed last (for EtcdUnreachable).
+  std::map<std::size_t, std::string> failures;
+
+  const EtcdOptions& options() const { return cluster->options(); }
+  beast::tcp_stream& tcp_layer() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
+  std::string member_name(std::size_t i) const {
+    const Endpoint& e = options().endpoints.at(i);
+    return format_endpoint(e.host, e.port);
+  }
+
+  /// Closes the sockets; the streams stay until close() (an operation may still pend on them).
+  void abort() {
+    boost::system::error_code ignored;
+    if (plain) plain->socket().close(ignored);
+    if (secure) beast::get_lowest_layer(*secure).socket().close(ignored);
+  }
+
+  /// Drops the connection; from the operation's own coroutine only.
+  void close() {
+    boost::system::error_code ignored;
+    if (plain) plain->socket().close(ignored);
+    if (secure) beast::get_lowest_layer(*secure).socket().close(ignored);
+    plain.reset();
+    secure.reset();
+    member.reset();
+    buffer.clear();
+  }
+
+  void check_cancelled() const {
+    if (cancelled) throw StoreError("etcd at " + cluster->options().describe_endpoints() + ": interrupted");
+  }
+
+  [[noreturn]] void unreachable(milliseconds timeout) {
+    std::string list;
+    for (std::size_t i = 0; i < options().endpoints.size(); ++i) {
+      if (!list.empty()) list += ", ";
+      auto it = failures.find(i);
+      list += member_name(i) + " (" + (it == failures.end() ? std::string("not tried") : it->second) + ")";
+    }
+    throw EtcdUnreachable("no etcd member answered within " + ms_text(timeout) + ": " + list);
+  }
+
+  /// Connects to the preferred member, bounded by `until`. Throws MemberFailed, EtcdAuthError.
+  Task<void> connect(Clock::time_point until) {
+    const std::size_t index = cluster->preferred();
+    const Endpoint& endpoint = options().endpoints.at(index);
+    boost::system::error_code ec;
+    // The resolver has no deadline of its own: a name that takes long fails the member at `until`.
+    auto results = co_await resolver.async_resolve(std::string(without_brackets(endpoint.host)),
+                                                   std::to_string(endpoint.port),
+                                                   asio::redirect_error(use_awaitable, ec));
+    check_cancelled();
+    if (ec) throw MemberFailed{"cannot resolve " + endpoint.host + ": " + ec.message()};
+    if (cluster->tls()) {
+      secure = std::make_unique<beast::ssl_stream<beast::tcp_stream>>(ex, *cluster->tls());
+    } else {
+      plain = std::make_unique<beast::tcp_stream>(ex);
+    }
+    tcp_layer().expires_at(until);
+    co_await tcp_layer().async_connect(results, asio::redirect_error(use_awaitable, ec));
+    check_cancelled();
+    if (ec == beast::error::timeout) throw MemberFailed{"no connection within " + ms_text(kMemberAnswer)};
+    if (ec) throw MemberFailed{ec.message()};
+    tcp_layer().socket().set_option(tcp::no_delay(true), ec);
+    if (secure) {
+      if (!SSL_set_tlsext_host_name(secure->native_handle(), endpoint.host.c_str())) {
+        throw MemberFailed{"cannot set the TLS server name"};
+      }
+      secure->set_verify_callback(asio::ssl::host_name_verification(endpoint.host));
+      co_await secure->async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
+      check_cancelled();
+      if (ec == beast::error::timeout) throw MemberFailed{"no TLS handshake within " + ms_text(kMemberAnswer)};
+      if (ec) {
+        // A refused certificate (ours or theirs) will not get better on another try.
+        if (ec.category() == asio::error::get_ssl_category()) {
+          throw EtcdAuthError("TLS handshake with etcd at " + member_name(index) +
+                              " failed: " + ec.message() + " (check cacert, cert and key in --rdzv-conf)");
+        }
+        throw MemberFailed{"TLS handshake: " + ec.message()};
+      }
+    }
+    member = index;
+  }
+
+  http::request<http::string_body> request(const std::string& path, std::string body) const {
+    http::request<http::string_body> req{http::verb::post, path, 11};
+    const Endpoint& e = options().endpoints.at(*member);
+    req.set(http::field::host, format_endpoint(e.host, e.port));
+    req.set(http::field::content_type, "application/json");
+    if (cluster->token) req.set(http::field::authorization, *cluster->token);
+    req.keep_alive(true);
+    req.body() = std::move(body);
+    req.prepare_payload();
+    return req;
+  }
+
+  template <class Body>
+  Task<void> write(http::request<Body>& req, boost::system::error_code& ec) {
+    if (secure) co_await http::async_write(*secure, req, asio::redirect_error(use_awaitable, ec));
+    else co_await http::async_write(*plain, req, asio::redirect_error(use_awaitable, ec));
+  }
+  template <class Parser>
+  Task<void> read(Parser& parser, boost::system::error_code& ec) {
+    if (secure) co_await http::async_read(*secure, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    else co_await http::async_read(*plain, buffer, parser, asio::redirect_error(use_awaitable, ec));
+  }
+  /// Whatever arrives next (a watch event is a small chunk: async_read would wait for a full buffer).
+  template <class Parser>
+  Task<void> read_some(Parser& parser, boost::system::error_code& ec) {
+    if (secure) co_await http::async_read_some(*secure, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    else co_await http::async_read_some(*plain, buffer, parser, asio::redirect_error(use_awaitable, ec));
+  }
+  template <class Parser>
+  Task<void> read_header(Parser& parser, boost::system::error_code& ec) {
+    if (secure) co_await http::async_read_header(*secure, buffer, parser, asio::redirect_error(use_awaitable, ec));
+    else co_await http::async_read_header(*plain, buffer, parser, asio::redirect_error(use_awaitable, ec));
+  }
+
+  /// One exchange with the connected member. Returns the status and body; MemberFailed on I/O.
+  Task<std::pair<int, std::string>> exchange(const std::string& path, std::string body, Clock::time_point until) {
+    auto req = request(path, std::move(body));
+    tcp_layer().expires_at(until);
+    boost::system::error_code ec;
+    co_await write(req, ec);
+    check_cancelled();
+    if (ec) throw MemberFailed{ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message()};
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(64 * 1024 * 1024);
+    co_await read(parser, ec);
+    check_cancelled();
+    if (ec) throw MemberFailed{ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message()};
+    auto& res = parser.get();
+    if (!res.keep_alive()) close();
+    co_return std::pair<int, std::string>(static_cast<int>(res.result_int()), std::move(res.body()));
+  }
+
+  /// What a non-200 reply means: returns normally to retry on the next member, throws otherwise.
+  Task<void> judge(std::size_t index, int status, const std::string& body, const std::string& path,
+                   Clock::time_point deadline, milliseconds timeout) {
+    const auto error = etcd::parse_error(body);
+    const std::string said = error ? error->message : "HTTP " + std::to_string(status) + " " + body.substr(0, 200);
+    switch (etcd::classify(status, error)) {
+      case etcd::Failure::retry_elsewhere:
+        failures[index] = said;
+        cluster->move_on(index);
+        close();
+        co_return;
+      case etcd::Failure::reauthenticate:
+        if (!options().user.empty() && path != "/v3/auth/authenticate") {
+          cluster->token.reset();
+          co_await authenticate(deadline, timeout);
+          co_return;
+        }
+        [[fallthrough]];
+      case etcd::Failure::authentication:
+        throw EtcdAuthError("etcd at " + member_name(index) + " refused the request: " + said +
+                            (options().user.empty() ? " (set user and password in --rdzv-conf)"
+                                                    : " (check user and password in --rdzv-conf)"));
+      case etcd::Failure::fatal:
+        throw StoreError("etcd at " + member_name(index) + " refused " + path + ": " + said);
+    }
+  }
+
+  Task<void> authenticate(Clock::time_point deadline, milliseconds timeout) {
+    std::string body = co_await call("/v3/auth/authenticate",
+                                     etcd::authenticate_body(options().user, options().password), deadline, timeout);
+    cluster->token = etcd::parse_token(body);
+  }
+
+  /// Waits a moment after every member failed once, so a cluster that is down is not hammered.
+  Task<void> pause_before_retry(Clock::time_point deadline) {
+    pause.expires_at(std::min(deadline, Clock::now() + milliseconds(100)));
+    boost::system::error_code ignored;
+    co_await pause.async_wait(asio::redirect_error(use_awaitable, ignored));
+    check_cancelled();
+  }
+
+  /// Connects (to the preferred member, then the next, ...) unless connected; false when `deadline` passed.
+  Task<bool> ensure_connected(Clock::time_point deadline, int& failed_in_a_row) {
+    while (!member) {
+      check_cancelled();
+      if (Clock::now() >= deadline) co_return false;
+      const std::size_t index = cluster->preferred();
+      bool pause_first = false;
+      try {
+        co_await connect(std::min(deadline, Clock::now() + kMemberAnswer));
+      } catch (const MemberFailed& failed) {
+        failures[index] = failed.why;
+        cluster->move_on(index);
+        close();
+        pause_first = ++failed_in_a_row % static_cast<int>(options().endpoints.size()) == 0;
+      }
+      if (pause_first) co_await pause_before_retry(deadline);
+    }
+    co_return true;
+  }
+
+  Task<std::string> call(std::string path, std::string body, Clock::time_point deadline, milliseconds timeout) {
+    int failed_in_a_row = 0;
+    if (!options().user.empty() && !cluster->token && path != "/v3/auth/authenticate") {
+      co_await authenticate(deadline, timeout);
+    }
+    for (;;) {
+      if (!co_await ensure_connected(deadline, failed_in_a_row)) unreachable(timeout);
+      const std::size_t index = *member;
+      int status = 0;
+      std::string reply;
+      try {
+        std::tie(status, reply) = co_await exchange(path, body, std::min(deadline, Clock::now() + kMemberAnswer));
+      } catch (const MemberFailed& failed) {
+        failures[index] = failed.why;
+        cluster->move_on(index);
+        close();
+        continue;
+      }
+      if (status == 200) {
+        cluster->answered(index);
+        co_return reply;
+      }
+      co_await judge(index, status, reply, path, deadline, timeout);
+      if (++failed_in_a_row % static_cast<int>(options().endpoints.size()) == 0) co_await pause_before_retry(deadline);
+    }
+  }
+
+  Task<void> stream(std::string path, std::function<std::string()> body, std::function<bool(const std::string&)> on_line,
+                    Clock::time_point deadline, milliseconds timeout) {
+    int failed_in_a_row = 0;
+    if (!options().user.empty() && !cluster->token) co_await authenticate(deadline, timeout);
+    for (;;) {
+      if (!co_await ensure_connected(deadline, failed_in_a_row)) {
+        if (Clock::now() >= deadline && failures.empty()) throw StoreTimeout("timed out");
+        unreachable(timeout);
+      }
+      const std::size_t index = *member;
+      auto req = request(path, body());
+      tcp_layer().expires_at(std::min(deadline, Clock::now() + kMemberAnswer));
+      boost::system::error_code ec;
+      co_await write(req, ec);
+      check_cancelled();
+      http::response_parser<http::buffer_body> parser;
+      parser.body_limit(boost::none);
+      if (!ec) co_await read_header(parser, ec);
+      check_cancelled();
+      if (ec) {
+        failures[index] = ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message();
+        cluster->move_on(index);
+        close();
+        continue;
+      }
+      // The stream is up: it may stay silent until the caller's deadline.
+      tcp_layer().expires_at(deadline);
+      std::string pending;
+      std::string whole;  // an error reply's body
+      char chunk[16 * 1024];
+      bool done = false;
+      while (!done && !parser.is_done()) {
+        parser.get().body().data = chunk;
+        parser.get().body().size = sizeof chunk;
+        co_await read_some(parser, ec);
+        check_cancelled();
+        if (ec == http::error::need_buffer) ec = {};
+        if (ec) break;
+        const std::string_view got(chunk, sizeof chunk - parser.get().body().size);
+        if (parser.get().result_int() != 200) {
+          whole.append(got);
+          continue;
+        }
+        for (const std::string& line : etcd::take_lines(pending, got)) {
+          if (on_line(line)) {
+            done = true;
+            break;
+          }
+        }
+      }
+      if (done) {
+        // The rest of the stream is not read: this connection cannot carry another request.
+        close();
+        co_return;
+      }
+      if (ec == beast::error::timeout || (ec && Clock::now() >= deadline)) {
+        close();
+        throw StoreTimeout("timed out after " + ms_text(timeout));
+      }
+      if (ec) {
+        failures[index] = "the stream broke: " + ec.message();
+        cluster->move_on(index);
+        close();
+        continue;
+      }
+      const int status = static_cast<int>(parser.get().result_int());
+      close();
+      if (status == 200) {
+        failures[index] = "the stream ended";
+        cluster->move_on(index);
+        co_await pause_before_retry(deadline);
+        continue;
+      }
+      co_await judge(index, status, whole, path, deadline, timeout);
+    }
+  }
+};
+
+EtcdConnection::EtcdConnection(asio::any_io_executor executor, std::shared_ptr<EtcdCluster> cluster)
+    : session_(std::make_shared<Session>(executor, std::move(cluster))) {}
+
+EtcdConnection::~EtcdConnection() { cancel(); }
+
+Task<std::string> EtcdConnection::call(std::string path, std::string body, milliseconds timeout) {
+  auto session = session_;  // the coroutine keeps it alive
+  session->check_cancelled();
+  session->failures.clear();
+  co_return co_await session->call(std::move(path), std::move(body), Clock::now() + timeout, timeout);
+}
+
+Task<void> EtcdConnection::stream(std::string path, std::function<std::string()> body,
+                                  std::function<bool(const std::string&)> on_line, milliseconds timeout) {
+  auto session = session_;
+  session->check_cancelled();
+  session->failures.clear();
+  co_await session->stream(std::move(path), std::move(body), std::move(on_line), Clock::now() + timeout, timeout);
+}
+
+void EtcdConnection::cancel() {
+  session_->cancelled = true;
+  session_->resolver.cancel();
+  session_->pause.cancel();
+  session_->abort();
+}
+
+std::string EtcdConnection::address() const { return session_->cluster->options().describe_endpoints(); }
+
+}  // namespace ddprun::rendezvous
