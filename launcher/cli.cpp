@@ -382,19 +382,6 @@ void fill_workers(LaunchConfig& config, const Settings& settings, const HostFact
   }
 }
 
-/// DDPRUN_STORE_TOKEN(_FILE): set wrongly, it is the user's setting to fix, before anything starts.
-std::optional<std::string> read_store_token(const Environ& env) {
-  try {
-    return rendezvous::auth::token_from_environment([&env](const char* name) { return lookup(env, name); });
-  } catch (const rendezvous::StoreError& error) {
-    throw UsageError(error.what());
-  }
-}
-
-void fill_output(LaunchConfig& config, const Settings& settings) {
-  if (auto raw = settings.get(Option::log_dir)) config.log_dir = raw->value;
-  if (auto raw = settings.get(Option::redirects)) config.redirects = parse_streams(raw->value, raw->label);
-  if (auto raw = settings.get(Option::tee)) config.tee = parse_streams(raw->value, raw->label);
 /// --hostfile / -H and their companions (fleet_config.hpp); `options`: those before PROGRAM.
 void fill_fleet(LaunchConfig& config, const Settings& settings, std::vector<std::string> options) {
   auto value = [&](Option option) -> std::optional<FlagValue> {
@@ -411,6 +398,19 @@ void fill_fleet(LaunchConfig& config, const Settings& settings, std::vector<std:
                 lookup(env, "DDPRUN_SSH_ALIVE_TIMEOUT"));
 }
 
+/// DDPRUN_STORE_TOKEN(_FILE): set wrongly, it is the user's setting to fix, before anything starts.
+std::optional<std::string> read_store_token(const Environ& env) {
+  try {
+    return rendezvous::auth::token_from_environment([&env](const char* name) { return lookup(env, name); });
+  } catch (const rendezvous::StoreError& error) {
+    throw UsageError(error.what());
+  }
+}
+
+void fill_output(LaunchConfig& config, const Settings& settings) {
+  if (auto raw = settings.get(Option::log_dir)) config.log_dir = raw->value;
+  if (auto raw = settings.get(Option::redirects)) config.redirects = parse_streams(raw->value, raw->label);
+  if (auto raw = settings.get(Option::tee)) config.tee = parse_streams(raw->value, raw->label);
   if (auto raw = settings.get(Option::local_ranks_filter)) {
     config.local_ranks_filter = parse_rank_filter(raw->value, raw->label, config.topology.nproc_per_node);
   }
@@ -535,6 +535,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
                      "not to pass --local_rank; leave one of them out)");
   }
   config.mode = decide_mode(settings, config.program, env);
+  fill_fleet(config, settings, std::vector<std::string>(spelled.begin(), spelled.begin() + static_cast<std::ptrdiff_t>(consumed)));
   resolve_rendezvous(config);
   config.store_token = read_store_token(env);
   fill_status_endpoint(config, settings);
@@ -542,4 +543,3 @@ CommandLine parse_command_line(const std::vector<std::string>& args, const Envir
 }
 
 }  // namespace ddprun::launcher
-  fill_fleet(config, settings, std::vector<std::string>(spelled.begin(), spelled.begin() + static_cast<std::ptrdiff_t>(consumed)));
