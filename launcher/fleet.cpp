@@ -68,7 +68,9 @@ struct Node {
   std::unique_ptr<Stream> out, err;
   int open_streams = 0;
   std::optional<int> status;
-  std::string err_tail;  ///< pre-flight: what ssh said on stderr (its last 4 KiB)
+  bool ready = false;    ///< its checks passed (kReadyLine); it waits for the go
+  bool silent = false;   ///< neither ready nor ended within the pre-flight's time
+  std::string err_tail;  ///< before the go: what ssh and the login said on stderr (its last 4 KiB)
 };
 
 class Fleet {
@@ -84,10 +86,9 @@ class Fleet {
     console_.emplace(io_);
     wait_signals();
     wait_children();
-    const bool reachable = preflight();
-    if (!reachable || stop_signal_) return finish(reachable ? std::nullopt : std::optional<int>(kExitHostsUnreachable));
-    start_agents();
-    return finish(std::nullopt);
+    start_hosts();
+    io_.run();
+    return finish();
   }
 
  private:
@@ -118,18 +119,26 @@ class Fleet {
     });
   }
 
+  /// A line of a host's stdout (is_err false) or stderr. Before the go, stdout waits for the ready
+  /// line and stderr is kept for the pre-flight's verdict (a login's chatter is not shown).
+  void on_line(Node& node, std::string_view text, bool is_err) {
+    if (!went_) {
+      if (!is_err && !node.ready && text == kReadyLine) {
+        node.ready = true;
+        settle_preflight();
+      } else if (is_err) {
+        node.err_tail.append(text).append("\n");
+        if (node.err_tail.size() > 4096) node.err_tail.erase(0, node.err_tail.size() - 4096);
+      }
+      return;
+    }
+    (is_err ? console_->err() : console_->out()).write(node.prefix + std::string(text) + "\n");
+  }
+
   void read(Node& node, Stream& stream, bool is_err) {
     stream.pipe.async_read_some(asio::buffer(stream.buffer), [this, &node, &stream, is_err](
                                                                   const boost::system::error_code& ec, std::size_t n) {
-      ConsoleWriter& to = is_err ? console_->err() : console_->out();
-      auto line = [&](std::string_view text) {
-        if (preflight_) {
-          node.err_tail.append(text).append("\n");
-          if (node.err_tail.size() > 4096) node.err_tail.erase(0, node.err_tail.size() - 4096);
-        } else {
-          to.write(node.prefix + std::string(text) + "\n");
-        }
-      };
+      auto line = [&](std::string_view text) { on_line(node, text, is_err); };
       if (ec) {
         if (ec == asio::error::operation_aborted) return;
         stream.lines.finish(line);
@@ -138,28 +147,13 @@ class Fleet {
         return;
       }
       stream.lines.feed(std::string_view(stream.buffer.data(), n), line);
+      ConsoleWriter& to = is_err ? console_->err() : console_->out();
       if (to.full()) {
         to.when_room([this, &node, &stream, is_err] { read(node, stream, is_err); });
       } else {
         read(node, stream, is_err);
       }
     });
-  }
-
-  void spawn(Node& node, const std::vector<std::string>& argv) {
-    if (config_.verbose) {
-      std::string line = "ddprun: node " + std::to_string(node.rank) + ":";
-      for (const auto& arg : argv) line += " " + shell_quote(arg);
-      console_->err().write(line + "\n");
-    }
-    FleetChild child = spawn_fleet_child(argv, env_);
-    node.pid = child.pid;
-    node.in = std::move(child.in);
-    node.out = std::make_unique<Stream>(io_, std::move(child.out));
-    node.err = std::make_unique<Stream>(io_, std::move(child.err));
-    node.open_streams = 2;
-    read(node, *node.out, false);
-    read(node, *node.err, true);
   }
 
   void check_done() {
@@ -169,69 +163,87 @@ class Fleet {
     io_.stop();
   }
 
-  void make_nodes() {
+  // ---- the pre-flight and the start: one ssh session per host
+
+  /// Every host's ssh at once, each running the gated command: its checks, the ready line, then a
+  /// wait for the go that settle_preflight sends once every host is ready.
+  void start_hosts() {
     const bool color = use_color(env_, STDOUT_FILENO);
-    nodes_.clear();
     nodes_.reserve(config_.fleet.hosts.size());
     for (const auto& host : config_.fleet.hosts) {
       Node& node = nodes_.emplace_back();
       node.rank = static_cast<int>(nodes_.size()) - 1;
       node.host = host_address(host.destination);
       node.prefix = color ? colorize(node.host + ":", node.rank) + " " : node.host + ": ";
-    }
-  }
-
-  // ---- the pre-flight
-
-  /// True when every host is usable; else each one that is not has been named.
-  bool preflight() {
-    preflight_ = true;
-    make_nodes();
-    const std::string check = preflight_command(cwd_, ddprun_);
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
-      spawn(nodes_[i], ssh_argv(config_.fleet.ssh, config_.fleet.hosts[i].destination, check));
-      nodes_[i].in.reset();
-    }
-    const auto limit = std::chrono::seconds(config_.fleet.ssh.connect_timeout_s) + kPreflightSlack;
-    deadline_.expires_after(limit);
-    deadline_.async_wait([this](const boost::system::error_code& ec) {
-      if (ec) return;
-      timed_out_ = true;
-      end_ssh(SIGKILL);
-    });
-    io_.run();
-    io_.restart();
-    deadline_.cancel();
-    preflight_ = false;
-    if (stop_signal_) return true;
-    bool all = true;
-    for (const auto& node : nodes_) {
-      std::string verdict = preflight_verdict(node.status.value_or(kSshFailed), node.err_tail, cwd_, ddprun_);
-      if (timed_out_ && node.status == 128 + SIGKILL) {
-        verdict = "unreachable: no answer within " + std::to_string(config_.fleet.ssh.connect_timeout_s + 10) + " s";
-      }
-      if (verdict.empty()) continue;
-      all = false;
-      console_->err().write("ddprun: host " + node.host + ": " + verdict + "\n");
-    }
-    if (!all) console_->err().write("ddprun: nothing was started (the hosts above cannot be used)\n");
-    return all;
-  }
-
-  // ---- the job
-
-  void start_agents() {
-    make_nodes();
-    for (std::size_t i = 0; i < nodes_.size(); ++i) {
       RemoteCommand remote;
       remote.cwd = cwd_;
       remote.env = exported_environment(env_, config_.fleet.exports);
       remote.env.emplace_back(std::string(kSessionWatchVariable), std::to_string(config_.fleet.ssh.alive_timeout_s));
-      remote.argv = agent_argv(config_, static_cast<int>(i), ddprun_);
-      spawn(nodes_[i], ssh_argv(config_.fleet.ssh, config_.fleet.hosts[i].destination, remote_shell_command(remote)));
+      remote.argv = agent_argv(config_, node.rank, ddprun_);
+      std::vector<std::string> argv = ssh_argv(config_.fleet.ssh, host.destination, gated_remote_command(remote));
+      if (config_.verbose) {
+        std::string line = "ddprun: node " + std::to_string(node.rank) + ":";
+        for (const auto& arg : argv) line += " " + shell_quote(arg);
+        console_->err().write(line + "\n");
+      }
+      FleetChild child = spawn_fleet_child(argv, env_);
+      node.pid = child.pid;
+      node.in = std::move(child.in);
+      node.out = std::make_unique<Stream>(io_, std::move(child.out));
+      node.err = std::make_unique<Stream>(io_, std::move(child.err));
+      node.open_streams = 2;
+      read(node, *node.out, false);
+      read(node, *node.err, true);
+    }
+    deadline_.expires_after(std::chrono::seconds(config_.fleet.ssh.connect_timeout_s) + kPreflightSlack);
+    deadline_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec || went_ || stopping_) return;
+      for (auto& node : nodes_) {
+        if (!node.ready && !node.status) node.silent = true;
+      }
+      refuse();
+    });
+  }
+
+  /// Each time a host becomes ready or ends before its go: once every host is ready, the go;
+  /// once every host is settled and one is not ready, the refusal.
+  void settle_preflight() {
+    if (went_ || stopping_) return;
+    bool all_ready = true;
+    for (const auto& node : nodes_) {
+      if (!node.ready && !node.status) return;  // still checking
+      all_ready = all_ready && node.ready && !node.status;
+    }
+    if (!all_ready) {
+      refuse();
+      return;
+    }
+    went_ = true;
+    deadline_.cancel();
+    for (auto& node : nodes_) {
+      ssize_t written = ::write(node.in.get(), "go\n", 3);  // an empty pipe takes 3 bytes
+      (void)written;
     }
     keep_alive();
-    io_.run();
+  }
+
+  /// Names every host that failed its checks on a line of its own; the others' waits end (their
+  /// stdin closes) and nothing starts anywhere.
+  void refuse() {
+    refused_ = true;
+    stopping_ = true;
+    deadline_.cancel();
+    for (auto& node : nodes_) {
+      std::string verdict = node.silent ? "unreachable: no answer within " +
+                                              std::to_string(config_.fleet.ssh.connect_timeout_s + 10) + " s"
+                                        : node.ready ? std::string()
+                                                     : preflight_verdict(node.status.value_or(kSshFailed), node.err_tail, cwd_, ddprun_);
+      if (verdict.empty() && !node.ready) verdict = "ended before its checks (is its login shell a POSIX sh?)";
+      if (!verdict.empty()) console_->err().write("ddprun: host " + node.host + ": " + verdict + "\n");
+      node.in.reset();
+    }
+    console_->err().write("ddprun: nothing was started (the hosts above cannot be used)\n");
+    end_ssh(SIGTERM);  // the ready ones exit on their own; the silent ones are still connecting
   }
 
   void keep_alive() {
@@ -246,10 +258,15 @@ class Fleet {
     });
   }
 
+  // ---- the job
+
   void node_ended(Node& node, int status) {
     node.status = status;
     node.in.reset();
-    if (preflight_) return;
+    if (!went_) {
+      settle_preflight();
+      return;
+    }
     NodeEnd end{node.rank, node.host, status};
     ends_.push_back(end);
     if (status != 0 && !stopping_) {
@@ -262,10 +279,10 @@ class Fleet {
   void stop(const std::string& why) {
     if (stopping_) return;
     stopping_ = true;
-    if (!preflight_) console_->err().write("ddprun: " + why + "\n");
+    console_->err().write("ddprun: " + why + "\n");
     for (auto& node : nodes_) node.in.reset();
-    if (preflight_) {
-      end_ssh(SIGKILL);
+    if (!went_) {
+      end_ssh(SIGTERM);  // nothing started anywhere: the sessions have nothing to stop
       return;
     }
     const auto grace = std::chrono::milliseconds(static_cast<long long>(config_.shutdown_timeout_s * 1000)) +
@@ -289,11 +306,13 @@ class Fleet {
   }
 
   /// Prints the failures and waits (briefly) for the console; returns the exit status.
-  int finish(std::optional<int> status) {
+  int finish() {
     keep_alive_.cancel();
     deadline_.cancel();
     for (const auto& end : failures_) console_->err().write("ddprun: the job failed: " + describe_node_end(end) + "\n");
-    int result = status ? *status : fleet_exit_status(stop_signal_, ends_);
+    int result = stop_signal_ ? fleet_exit_status(stop_signal_, ends_)
+                 : refused_   ? kExitHostsUnreachable
+                              : fleet_exit_status(std::nullopt, ends_);
     io_.restart();
     bool drained = false;
     console_->when_drained([&] { drained = true; });
@@ -321,9 +340,9 @@ class Fleet {
   std::vector<NodeEnd> ends_;
   std::vector<NodeEnd> failures_;
   std::optional<int> stop_signal_;
+  bool went_ = false;      ///< every host was ready and got its go: the agents run
+  bool refused_ = false;   ///< the pre-flight named a host: nothing started
   bool stopping_ = false;
-  bool preflight_ = false;
-  bool timed_out_ = false;
 };
 
 }  // namespace

@@ -102,9 +102,13 @@ std::vector<std::string> parse_export_names(std::string_view text, std::string_v
   return names;
 }
 
-std::string preflight_command(const std::string& cwd, const std::string& program) {
-  return "cd " + shell_quote(cwd) + " || exit " + std::to_string(kPreflightNoFolder) + "; test -x " +
-         shell_quote(program) + " || exit " + std::to_string(kPreflightNoProgram);
+std::string gated_remote_command(const RemoteCommand& command) {
+  std::string text = "cd " + shell_quote(command.cwd) + " || exit " + std::to_string(kPreflightNoFolder) + "; test -x " +
+                     shell_quote(command.argv.at(0)) + " || exit " + std::to_string(kPreflightNoProgram) + "; echo " +
+                     std::string(kReadyLine) + "; read -r go || exit 0; exec env";
+  for (const auto& [name, value] : command.env) text += " " + shell_quote(name + "=" + value);
+  for (const auto& word : command.argv) text += " " + shell_quote(word);
+  return text;
 }
 
 std::string preflight_verdict(int status, std::string_view ssh_stderr, const std::string& cwd,

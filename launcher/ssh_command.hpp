@@ -53,11 +53,17 @@ std::vector<std::pair<std::string, std::string>> exported_environment(const Envi
 /// digit). Throws UsageError naming `label` for anything else.
 std::vector<std::string> parse_export_names(std::string_view text, std::string_view label);
 
-/// The pre-flight's remote command: exit 0 when `cwd` and `program` are usable on the host,
-/// kPreflightNoFolder / kPreflightNoProgram when not.
+/// The exit statuses of a host that fails the pre-flight's checks (gated_remote_command).
 inline constexpr int kPreflightNoFolder = 3;
 inline constexpr int kPreflightNoProgram = 4;
-std::string preflight_command(const std::string& cwd, const std::string& program);
+/// The line a host prints on stdout once its checks passed; it then waits for a line on its stdin.
+inline constexpr std::string_view kReadyLine = "ddprun-ssh-ready";
+
+/// The pre-flight and the launch in one ssh session: `cd CWD` (else exit kPreflightNoFolder),
+/// argv[0] executable there (else kPreflightNoProgram), kReadyLine, then a wait for one line on
+/// stdin (the launcher's go, once every host is ready; end of file instead: exit 0, nothing
+/// started), then `exec env VARS ARGV...`. One login per host instead of two.
+std::string gated_remote_command(const RemoteCommand& command);
 
 /// The pre-flight's verdict on one host from ssh's exit status and what it printed on stderr:
 /// empty when the host is usable, else the reason, e.g. "unreachable: ssh: connect to host h port

@@ -113,14 +113,29 @@ TEST(Preflight, Verdicts) {
   EXPECT_EQ(preflight_verdict(127, "sh: 1: x: not found\n", cwd, bin), "pre-flight failed (exit 127): sh: 1: x: not found");
 }
 
-TEST(Preflight, CommandExitsAsTheVerdictsExpect) {
-  auto status = [](const std::string& cwd, const std::string& program) {
-    int raw = std::system(preflight_command(cwd, program).append(" 2>/dev/null").c_str());
-    return WEXITSTATUS(raw);
-  };
-  EXPECT_EQ(status("/", "/bin/sh"), 0);
-  EXPECT_EQ(status("/nonexistent/dir", "/bin/sh"), kPreflightNoFolder);
-  EXPECT_EQ(status("/", "/nonexistent/ddprun"), kPreflightNoProgram);
+/// What /bin/sh does with `command`'s gated form, `input` on its stdin: its exit status and stdout.
+std::pair<int, std::string> gated(const RemoteCommand& command, const std::string& input) {
+  std::string line = "printf '" + input + "' | { " + gated_remote_command(command) + "; } 2>/dev/null";
+  FILE* pipe = ::popen(line.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buffer{};
+  while (std::size_t n = std::fread(buffer.data(), 1, buffer.size(), pipe)) out.append(buffer.data(), n);
+  int status = ::pclose(pipe);
+  return {WEXITSTATUS(status), out};
+}
+
+TEST(GatedCommand, ChecksThenWaitsForGoThenRuns) {
+  RemoteCommand command{"/work/my job", {{"A", "it's"}}, {"/opt/ddprun", "--", "x"}};
+  EXPECT_EQ(gated_remote_command(command),
+            "cd '/work/my job' || exit 3; test -x /opt/ddprun || exit 4; echo ddprun-ssh-ready; read -r go || exit 0; "
+            "exec env 'A=it'\\''s' /opt/ddprun -- x");
+  // Through a real sh: the checks' statuses, the ready line, nothing run without a go line, and
+  // the keep-alive bytes after the go left unread for the program.
+  const RemoteCommand cat{"/", {{"V", "v"}}, {"/bin/sh", "-c", "printf '%s:' \"$V\"; cat"}};
+  EXPECT_EQ(gated({"/nonexistent/dir", {}, {"/bin/sh"}}, ""), std::make_pair(kPreflightNoFolder, std::string()));
+  EXPECT_EQ(gated({"/", {}, {"/nonexistent/ddprun"}}, ""), std::make_pair(kPreflightNoProgram, std::string()));
+  EXPECT_EQ(gated(cat, ""), std::make_pair(0, std::string("ddprun-ssh-ready\n")));
+  EXPECT_EQ(gated(cat, "go\\n\\n\\n"), std::make_pair(0, std::string("ddprun-ssh-ready\nv:\n\n")));
 }
 
 }  // namespace
