@@ -149,14 +149,14 @@ struct LaunchConfig {
   LocalRankArg append_local_rank = LocalRankArg::off;
   std::string program;                    ///< as given on the command line
   std::vector<std::string> program_args;  ///< passed verbatim (after `${local_rank}` substitution)
+
+  /// --hostfile / -H: this ddprun starts every host's agent over ssh (fleet.hpp); no hosts = not.
+  FleetConfig fleet;
 };
 
 inline std::string_view backend_name(RdzvBackend backend) {
   if (backend == RdzvBackend::etcd_v3) return "etcd-v3";
   return backend == RdzvBackend::c10d ? "c10d" : "static";
-
-  /// --hostfile / -H: this ddprun starts every host's agent over ssh (fleet.hpp); no hosts = not.
-  FleetConfig fleet;
 }
 
 }  // namespace ddprun::launcher
