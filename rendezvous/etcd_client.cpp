@@ -78,6 +78,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
   bool cancelled = false;
   /// Per member, why it failed last (for EtcdUnreachable).
   std::map<std::size_t, std::string> failures;
+  void note(std::size_t index, const std::string& why) { failures[index] = why; }
 
   const EtcdOptions& options() const { return cluster->options(); }
   beast::tcp_stream& tcp_layer() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
@@ -219,7 +220,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     const std::string said = error ? error->message : "HTTP " + std::to_string(status) + " " + body.substr(0, 200);
     switch (etcd::classify(status, error)) {
       case etcd::Failure::retry_elsewhere:
-        failures[index] = said;
+        note(index, said);
         cluster->move_on(index);
         close();
         co_return;
@@ -263,7 +264,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       try {
         co_await connect(std::min(deadline, Clock::now() + kMemberAnswer));
       } catch (const MemberFailed& failed) {
-        failures[index] = failed.why;
+        note(index, failed.why);
         cluster->move_on(index);
         close();
         pause_first = ++failed_in_a_row % static_cast<int>(options().endpoints.size()) == 0;
@@ -286,7 +287,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       try {
         std::tie(status, reply) = co_await exchange(path, body, std::min(deadline, Clock::now() + kMemberAnswer));
       } catch (const MemberFailed& failed) {
-        failures[index] = failed.why;
+        note(index, failed.why);
         cluster->move_on(index);
         close();
         continue;
@@ -320,7 +321,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       if (!ec) co_await read_header(parser, ec);
       check_cancelled();
       if (ec) {
-        failures[index] = ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message();
+        note(index, ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message());
         cluster->move_on(index);
         close();
         continue;
@@ -360,7 +361,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
         throw StoreTimeout("timed out after " + ms_text(timeout));
       }
       if (ec) {
-        failures[index] = "the stream broke: " + ec.message();
+        note(index, "the stream broke: " + ec.message());
         cluster->move_on(index);
         close();
         continue;
@@ -368,7 +369,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       const int status = static_cast<int>(parser.get().result_int());
       close();
       if (status == 200) {
-        failures[index] = "the stream ended";
+        note(index, "the stream ended");
         cluster->move_on(index);
         co_await pause_before_retry(deadline);
         continue;

@@ -223,6 +223,7 @@ StoreFactory etcd_store_factory(std::shared_ptr<EtcdSession> session) {
   StoreFactory factory;
   factory.address = "etcd-v3 at " + session->options().describe_endpoints();
   factory.hosted_by_an_agent = false;
+  factory.key_space = "key prefix '" + session->options().key_prefix + "' of " + factory.address;
   factory.open = [owner](boost::asio::any_io_executor executor, milliseconds connect_timeout,
                          milliseconds timeout) -> std::unique_ptr<Store> {
     return std::make_unique<EtcdStore>(executor, owner->session, connect_timeout, timeout);

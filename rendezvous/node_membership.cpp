@@ -240,9 +240,9 @@ Task<void> NodeMembership::State::run_requests(std::shared_ptr<State> self) {
   } catch (const RendezvousError& error) {
     failure = error.what();
     // On a store that outlives jobs, the keys may be another job's that used the same run id.
-    if (!s.stores.hosted_by_an_agent) {
-      *failure += " (" + s.address() + " holds job '" + s.settings.run_id +
-                  "' under this key prefix: if that is another job, give this one its own --rdzv-id or key_prefix)";
+    if (!s.stores.key_space.empty()) {
+      *failure += " (" + s.stores.key_space + " holds job '" + s.settings.run_id +
+                  "': if that is another job, give this one its own --rdzv-id or key_prefix in --rdzv-conf)";
     }
   }
   if (failure) co_return s.fail(*failure);
@@ -353,6 +353,9 @@ Task<void> NodeMembership::State::run_keep_alive(std::shared_ptr<State> self) {
   std::int64_t counter = 0;
   int tracked_round = -1;
   int reported_round = -1;
+  // The store failed or was slow to take this node's beat: it could not take the others' either
+  // (an etcd leader election), so their silence meanwhile proves nothing.
+  bool store_faltered = false;
   for (;;) {
     if (s.stopped) co_return;  // before a whole interval's sleep
     // Idle until the first round forms (join() wrote the first heartbeat); then every interval.
@@ -368,10 +371,12 @@ Task<void> NodeMembership::State::run_keep_alive(std::shared_ptr<State> self) {
     const RoundDecision round = *s.watched;
     std::optional<std::string> failure;
     try {
+      const auto began = Clock::now();
       co_await s.keep_alive_protocol.beat(s.self.id, ++counter);
       // The counters read below are the store's as of this moment or later: judged as of now, a
       // stall of this agent inside the read cannot pass for the others' silence.
       const auto looked = Clock::now();
+      if (looked - began > s.settings.keep_alive_interval) store_faltered = true;
       if (round.round != tracked_round) {
         std::vector<std::string> peers;
         for (const auto& node : round.nodes) {
@@ -386,6 +391,10 @@ Task<void> NodeMembership::State::run_keep_alive(std::shared_ptr<State> self) {
       }
       if (s.stopped) co_return;
       s.store_answered();
+      if (store_faltered) {
+        tracker.excuse_silence(looked);
+        store_faltered = false;
+      }
       auto lost = tracker.lost(looked);
       if (stall) {
         // This agent stood still; the others may have been unable to beat meanwhile (the store may
@@ -407,6 +416,7 @@ Task<void> NodeMembership::State::run_keep_alive(std::shared_ptr<State> self) {
       // A late or failed beat is a missed one; only a store silent for read_timeout is lost, which
       // store_silence tells on the agent's loop.
       s.last_store_error = error.what();
+      store_faltered = true;
     } catch (const RendezvousError& error) {
       failure = error.what();
     }

@@ -9,7 +9,8 @@
 ///  - watcher: one outstanding WAIT on the current round's end, which it reports;
 ///  - keep-alive: a timer; every keep_alive_interval it writes this node's heartbeat and reads the
 ///    other nodes'; a node silent for interval x max_attempt is dropped (its round is ended with
-///    `lost`).
+///    `lost`). Silence counts only while the store takes beats: after a beat that failed or took
+///    longer than the interval (an etcd leader election), every node gets a fresh start.
 /// A store that has not answered a heartbeat for read_timeout is lost: a timer, re-armed by every
 /// answered heartbeat, says so (on_error) however long a failing call takes.
 /// Silence is only held against the others while this agent was itself running: when its own timers

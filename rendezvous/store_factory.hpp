@@ -23,6 +23,9 @@ struct StoreFactory {
   std::string address;
   /// True when an agent of the job hosts the store (TCPStore): losing that agent loses the store.
   bool hosted_by_an_agent = true;
+  /// A store that outlives jobs (etcd): where this job's keys live, for the message that the keys
+  /// there belong to a job of another shape ("key prefix '/' of etcd-v3 at h1:2379"); else empty.
+  std::string key_space;
 };
 
 /// TCPStore connections (AsyncStoreClient) to `store`, authenticating with `token` when set.
