@@ -11,6 +11,8 @@
 #             against an empty call of the same signature
 #   hang      (bench/hang_bench.py):      --hang-timeout to the digest on the console, 8 ranks, and
 #             what torchrun-anchor + PyTorch 1.13 print in the same situation
+#   etcd      (bench/etcd_bench.py):      the etcd-v3 rendezvous of 8 and 64 local agents against ddprun's
+#             and torchrun-anchor's c10d; failover after SIGKILL of the etcd leader or of an agent
 # Usage: scripts/bench.sh [FILTER] [options]
 #   FILTER: substring of a benchmark name; runs every benchmark whose name contains it, e.g.
 #     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo;
@@ -32,6 +34,7 @@ launcher_args=()
 store_args=()
 allreduce_args=()
 rdzv_args=()
+etcd_args=()
 while [[ $# -gt 0 ]]; do
   # Every --store-/--allreduce-/--rdzv- option takes a value, as --opt=value or --opt value.
   case "$1" in
@@ -41,6 +44,8 @@ while [[ $# -gt 0 ]]; do
     --allreduce-*) allreduce_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
     --rdzv-*=*) rdzv_args+=("$1"); shift ;;
     --rdzv-*) rdzv_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
+    --etcd-*=*) etcd_args+=("$1"); shift ;;
+    --etcd-*) etcd_args+=("$1" "${2-}"); shift $(($# > 1 ? 2 : 1)) ;;
     *) launcher_args+=("$1"); shift ;;
   esac
 done
@@ -49,12 +54,12 @@ done
 py=/usr/bin/python3
 # --list exits 0 when the filter selects one of the harness's benchmarks.
 selected=()
-for harness in launcher store allreduce train rendezvous progress hang; do
+for harness in launcher store allreduce train rendezvous progress hang etcd; do
   if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
 done
 if ((${#selected[@]} == 0)); then
   echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
-  for harness in launcher store allreduce train rendezvous progress hang; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  for harness in launcher store allreduce train rendezvous progress hang etcd; do "$py" "bench/${harness}_bench.py" --list >&2; done
   exit 2
 fi
 
@@ -91,6 +96,9 @@ for harness in "${selected[@]}"; do
     hang)
       "$py" bench/hang_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" \
         --plain-sgd "$build_dir/bin/plain_sgd" --anchor "$anchor" || status=1 ;;
+    etcd)
+      "$py" bench/etcd_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" --anchor "$anchor" \
+        ${etcd_args[@]+"${etcd_args[@]}"} || status=1 ;;
   esac
 done
 exit $status
