@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <string>
 
@@ -99,6 +100,40 @@ TEST(SlurmLocal, AContradictingFlagIsAUsageError) {
   EXPECT_EQ(outcome.exit_status, 2) << describe(outcome, *cluster);
   EXPECT_NE(outcome.err.find("--nnodes: \"2\" contradicts Slurm: this srun step runs on 1 node"), std::string::npos)
       << describe(outcome, *cluster);
+}
+
+/// Processes whose environment holds SLURM_CONF=`conf`: the cluster's daemons, steps and tasks.
+std::vector<std::string> processes_of(const std::string& conf) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string pid = entry.path().filename().string();
+    if (pid.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "environ", std::ios::binary);
+    for (std::string variable; std::getline(in, variable, '\0');) {
+      if (variable == "SLURM_CONF=" + conf) {
+        found.push_back(pid + " " + read_file(entry.path() / "comm"));
+        break;
+      }
+    }
+  }
+  return found;
+}
+
+TEST(SlurmLocal, NothingOfTheClusterOutlivesIt) {
+  // A step still running when the test ends (a test that failed half-way) goes with the cluster.
+  START_LOCAL_SLURM(cluster);
+  const std::string conf = cluster->folder() + "/slurm.conf";
+  Launch srun(Launch::Command{cluster->client({"srun", "-N1", "sleep", "600"})});
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& process : processes_of(conf)) {
+      if (process.find(" sleep") != std::string::npos) return true;
+    }
+    return false;
+  })) << cluster->logs();
+  cluster.reset();
+  EXPECT_EQ(processes_of(conf), std::vector<std::string>{});
+  Outcome outcome = srun.wait(std::chrono::seconds(20));
+  EXPECT_NE(outcome.exit_status, 0) << "srun was ended with its step";
 }
 
 #define START_LAB_SLURM_WITH_GPUS(lab, cluster, compute_nodes, gpus)  \
