@@ -164,10 +164,21 @@ Task<void> EtcdStore::watch_for(std::string key, std::int64_t revision, Clock::t
     }
     return seen;
   };
-  try {
-    co_await watches_.stream("/v3/watch", body, on_line, left_until(deadline));
-  } catch (const StoreTimeout&) {
-    throw StoreTimeout("etcd-v3 wait timed out after " + describe_duration(timeout) + " waiting for the key(s) to be set");
+  for (;;) {
+    // A member that is cut off keeps a watch open and silent: each stream lasts one slice, and the
+    // next is opened again (on the next member if this one does not answer), from where it stood.
+    const Clock::time_point slice_end = std::min(deadline, Clock::now() + kWatchSlice);
+    bool sliced = false;
+    try {
+      co_await watches_.stream("/v3/watch", body, on_line, left_until(slice_end));
+    } catch (const StoreTimeout&) {
+      if (Clock::now() >= deadline) {
+        throw StoreTimeout("etcd-v3 wait timed out after " + describe_duration(timeout) +
+                           " waiting for the key(s) to be set");
+      }
+      sliced = true;
+    }
+    if (!sliced) break;
   }
   (void)look_again;  // either way the caller looks at the keys again
 }

@@ -12,7 +12,8 @@
 ///    else read: the value that stands;
 ///  - check, get_if_present: one transaction of ranges;
 ///  - wait: one look (a transaction of ranges, at revision R), then a watch of a missing key from
-///    R+1 on, so that nothing set in between is missed; nobody polls.
+///    R+1 on, so that nothing set in between is missed; nobody polls (a long watch is renewed every
+///    kWatchSlice, from the revision it reached).
 /// A transaction sent twice by a failover (the member died after committing it, before answering)
 /// is harmless for compare_set (the compare fails, the read gives what stands) but could count an
 /// add twice: the round protocol tolerates a join slot nobody writes (read_joins skips it).
@@ -32,6 +33,11 @@ namespace ddprun::rendezvous {
 
 class EtcdStore final : public Store {
  public:
+  /// The longest one watch stream stays open: then it is opened again from the revision it had
+  /// reached, so that a member cut off from the others (which keeps the stream open and silent)
+  /// is left for one that answers within a slice.
+  static constexpr std::chrono::milliseconds kWatchSlice{std::chrono::seconds(20)};
+
   /// `connect_timeout`: how long connect() looks for a member that answers; `timeout`: every other
   /// operation's deadline.
   EtcdStore(boost::asio::any_io_executor executor, std::shared_ptr<EtcdSession> session,
