@@ -296,10 +296,18 @@ class Agent {
   /// Every node's stacks: a request on the board, then each node's answer (up to 10 s); `done`
   /// once, later, on the loop. Only while board_ exists.
   void board_stacks(std::function<void(StacksReply)> done);
-  /// A hang on node 0 of a multi-node job: asks every other node for its stacks and prints the
-  /// whole job's digest beside this node's (`own`: the hang's capture here). Other nodes print
-  /// their own digest only; a node that does not answer within the wait is named.
-  void gather_hang_stacks(std::vector<RankStacks> own);
+  /// A hang in a multi-node job: asks every other node for its stacks and prints the whole job's
+  /// digest (`own`: the hang's capture here), which the failure summary then shows; a node that
+  /// does not answer within the wait is named in it. `then` once that is done or failed, also when
+  /// the board closes first. False (nothing done) without a board of two nodes or more.
+  bool gather_hang_stacks(std::vector<RankStacks> own, std::function<void()> then);
+  void finish_hang_gather();
+  /// The other nodes' answers to `request`: read in short turns until all are there or
+  /// kStacksWait is over, so that the board checks for other nodes' requests between turns.
+  /// `done` is not called when the board closes first (board_stacks' and the gather's waiters
+  /// are told by close_board).
+  void read_other_stacks(int round, std::int64_t request, std::function<void(rendezvous::BoardRead)> done);
+  std::function<void()> hang_gather_then_;  ///< the gather's `then`, until it is called
   std::unique_ptr<rendezvous::JobBoard> board_;
   int board_round_ = -1;
   int board_nodes_ = 0;
@@ -307,6 +315,7 @@ class Agent {
   bool board_reading_ = false;            ///< a read of the statuses is under way
   bool board_checking_ = false;           ///< a look for a new stack request is under way
   std::int64_t board_answered_ = 0;       ///< the newest stack request this node answered
+  std::vector<std::int64_t> board_own_requests_;  ///< requests this node made, answered by its asker
   std::vector<std::function<void(StacksReply)>> board_stacks_waiting_;
 };
 

@@ -8,6 +8,7 @@
 // StatusSource::status() is synchronous: it serves the cache, refreshed from the board once a
 // second, so another node's ranks are at most about two seconds old.
 #include <algorithm>
+#include <utility>
 #include <boost/asio/post.hpp>
 
 #include "launcher/agent.hpp"
@@ -30,6 +31,15 @@ namespace {
 /// How long the asking agent waits for every node's stacks (a node notices a request within a
 /// sample, about a second, and captures its ranks in about two).
 constexpr std::chrono::milliseconds kStacksWait{10000};
+
+/// A wait for the other nodes' answers is cut into turns this long: the board runs its operations
+/// one at a time, and an agent that waits for answers must still see the other nodes' requests
+/// between turns (two nodes that ask at once each answer the other).
+constexpr std::chrono::milliseconds kStacksWaitTurn{500};
+
+/// Requests a node answers with one capture, the newest first: two nodes that find a hang at once
+/// each ask, and each must get an answer, whichever request the answering node sees first.
+constexpr std::int64_t kRequestsAnsweredAtOnce = 4;
 
 /// The job's stacks: this node's `own` ranks and the other nodes' answers in `read`, one digest for
 /// all, each node that did not answer a line of its own after it.
@@ -97,6 +107,9 @@ void Agent::close_board() {
   board_others_.clear();
   if (monitor_) monitor_->set_peer_rates({});
   board_answered_ = 0;
+  board_own_requests_.clear();
+  // A hang's gather that dies with the board: the hang goes on without the other nodes' stacks.
+  if (auto then = std::exchange(hang_gather_then_, nullptr)) boost::asio::post(io_, std::move(then));
   // Requests of the round that ended: the next round's board has other nodes, and they ask again.
   auto waiting = std::move(board_stacks_waiting_);
   board_stacks_waiting_.clear();
@@ -157,13 +170,24 @@ void Agent::capture_own_stacks(std::function<void(std::vector<RankStacks>)> done
   });
 }
 
-void Agent::answer_stack_request(std::int64_t request) {
+void Agent::answer_stack_request(std::int64_t latest) {
   if (!board_) return;
   const int round = board_round_;
-  board_answered_ = request;
-  capture_own_stacks([this, round, request](std::vector<RankStacks> stacks) {
+  // Every request since the last one answered, but this node's own (its asker has its ranks at hand).
+  std::vector<std::int64_t> requests;
+  for (std::int64_t request = std::max(board_answered_ + 1, latest - kRequestsAnsweredAtOnce + 1); request <= latest;
+       ++request) {
+    if (std::find(board_own_requests_.begin(), board_own_requests_.end(), request) == board_own_requests_.end()) {
+      requests.push_back(request);
+    }
+  }
+  board_answered_ = latest;
+  std::erase_if(board_own_requests_, [latest](std::int64_t request) { return request <= latest; });
+  if (requests.empty()) return;
+  capture_own_stacks([this, round, requests](std::vector<RankStacks> stacks) {
     if (!board_ || board_round_ != round) return;  // the round (and its board) ended meanwhile
-    board_->publish_stacks(round, request, group_rank_, board_stacks_json(std::move(stacks)));
+    const std::string bytes = board_stacks_json(std::move(stacks));
+    for (std::int64_t request : requests) board_->publish_stacks(round, request, group_rank_, bytes);
   });
 }
 
@@ -192,32 +216,68 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
       gather->read.emplace(rendezvous::BoardRead{{}, "cannot ask the other nodes for their stacks: " + error});
       return finish();
     }
-    board_answered_ = request;  // this node answers here, not on the board
+    board_own_requests_.push_back(request);  // this node answers here, not on the board
     capture_own_stacks([gather, finish](std::vector<RankStacks> stacks) {
       gather->own = std::move(stacks);
       finish();
     });
-    board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWait, [gather, finish](rendezvous::BoardRead read) {
+    read_other_stacks(round, request, [gather, finish](rendezvous::BoardRead read) {
       gather->read = std::move(read);
       finish();
     });
   });
 }
 
-void Agent::gather_hang_stacks(std::vector<RankStacks> own) {
-  if (!board_ || group_rank_ != 0 || board_nodes_ < 2) return;
+bool Agent::gather_hang_stacks(std::vector<RankStacks> own, std::function<void()> then) {
+  if (!board_ || board_nodes_ < 2) return false;
   const int round = board_round_;
+  hang_gather_then_ = std::move(then);
   auto own_ranks = std::make_shared<std::vector<RankStacks>>(std::move(own));
   board_->request_stacks(round, [this, round, own_ranks](std::int64_t request, const std::string& error) {
-    if (request <= 0) return print_line("hang: cannot ask the other nodes for their stacks: " + error);
-    board_answered_ = request;  // this node's ranks are the hang's own capture
-    board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWait, [this, own_ranks](rendezvous::BoardRead read) {
+    if (request <= 0) {
+      print_line("hang: cannot ask the other nodes for their stacks: " + error);
+      return finish_hang_gather();
+    }
+    board_own_requests_.push_back(request);  // this node's ranks are the hang's own capture
+    read_other_stacks(round, request, [this, own_ranks](rendezvous::BoardRead read) {
       const StacksReply reply = job_stacks_reply(std::move(*own_ranks), read, group_rank_);
-      if (!reply.error.empty()) return print_line("hang: " + terminal_safe(reply.error));
-      print_line("hang: the whole job (" + std::to_string(board_nodes_) + " nodes):");
-      for (const std::string& line : reply.digest) print_line("hang:   " + terminal_safe(line));
+      if (!reply.error.empty()) {
+        print_line("hang: " + terminal_safe(reply.error));
+      } else {
+        print_line("hang: the whole job (" + std::to_string(board_nodes_) + " nodes):");
+        for (const std::string& line : reply.digest) print_line("hang:   " + terminal_safe(line));
+        hang_digest_ = reply.digest;  // the failure summary shows the whole job's
+      }
+      finish_hang_gather();
     });
   });
+  return true;
+}
+
+void Agent::read_other_stacks(int round, std::int64_t request, std::function<void(rendezvous::BoardRead)> done) {
+  const auto deadline = std::chrono::steady_clock::now() + kStacksWait;
+  auto turn = std::make_shared<std::function<void()>>();
+  *turn = [this, round, request, deadline, done = std::move(done), turn] {
+    if (!board_ || board_round_ != round) return;  // the board is gone: its waiters were told
+    board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWaitTurn,
+                        [this, deadline, done, turn](rendezvous::BoardRead read) {
+                          bool all = read.error.empty();
+                          for (std::size_t node = 0; all && node < read.entries.size(); ++node) {
+                            all = static_cast<int>(node) == group_rank_ || read.entries[node].has_value();
+                          }
+                          if (all || !read.error.empty() || std::chrono::steady_clock::now() >= deadline) {
+                            auto finished = std::move(done);
+                            *turn = nullptr;  // the cycle through the shared function ends here
+                            return finished(std::move(read));
+                          }
+                          (*turn)();  // behind whatever the board queued meanwhile (a request check)
+                        });
+  };
+  (*turn)();
+}
+
+void Agent::finish_hang_gather() {
+  if (auto then = std::exchange(hang_gather_then_, nullptr)) then();
 }
 
 }  // namespace ddprun::launcher

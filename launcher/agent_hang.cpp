@@ -110,7 +110,12 @@ void Agent::capture_stacks() {
         write_stack_files(ranks);
         std::vector<RankStacks> own;
         for (const CapturedRank& rank : ranks) own.push_back(rank.stacks);
-        gather_hang_stacks(std::move(own));  // multi-node, node 0: the whole job's digest follows
+        // Multi-node: the whole job's digest. Node 0 gathers it for every hang while the job goes
+        // on; when the hang stops or restarts the job, every node gathers it before it acts, so
+        // that whichever node acts first (and ends the round for the others) has it in its summary.
+        const bool acts = plan_.config.hang_action != HangAction::report;
+        if (acts && gather_hang_stacks(std::move(own), [this] { dispatch(event::StacksCaptured{}); })) return;
+        if (!acts && group_rank_ == 0) gather_hang_stacks(std::move(own), {});
         dispatch(event::StacksCaptured{});
       });
 }

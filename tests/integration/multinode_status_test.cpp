@@ -221,15 +221,20 @@ TEST(MultinodeStatus, HangActionStopEndsTheJobOnBothAgents) {
   const std::string err0 = node0.stderr_text(), err1 = node1.stderr_text();
   EXPECT_EQ(end0.exit_status, 1) << err0;
   EXPECT_EQ(end1.exit_status, 1) << err1;
-  // Both agents watch for the hang; whichever finds it first (their samples are up to a second
-  // apart) stops its workers, and its failure summary names the hang and the action. The other
-  // learns it from the round's end, names that node, and stops too.
+  // Both agents watch for the hang; each that finds it gathers the whole job's stacks before it
+  // acts, so whichever stops its workers first (their samples are up to a second apart) has every
+  // rank in its digest and its failure summary, the stalled rank 1 first, wherever it runs. The
+  // other learns it from the round's end, names that node, and stops too.
   const bool first0 = err0.find("Root Cause: hang\n") != std::string::npos;
   const std::string& first = first0 ? err0 : err1;
   const std::string& second = first0 ? err1 : err0;
   EXPECT_NE(first.find("ddprun: hang: stopping the workers (--hang-action stop)\n"), std::string::npos) << first;
   EXPECT_NE(first.find("Root Cause: hang\n"), std::string::npos) << err0 << err1;
   EXPECT_NE(first.find("  action    : --hang-action stop\n"), std::string::npos) << first;
+  EXPECT_NE(first.find("hang: the whole job (2 nodes):\n"), std::string::npos) << first;
+  EXPECT_NE(first.find("  where     : rank 1: stall <- train <- main\n"), std::string::npos) << first;
+  EXPECT_NE(first.find("ranks 0,2,3: ddprun::detail::GlooWork::wait <- train <- main\n"), std::string::npos) << first;
+  EXPECT_LT(first.find("hang: the whole job"), first.find("ddprun: hang: stopping the workers")) << first;
   EXPECT_NE(second.find("ddprun: the job failed: hang on node "), std::string::npos) << second;
   EXPECT_NE(second.find("no rank made progress for "), std::string::npos) << second;
 }
