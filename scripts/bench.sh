@@ -13,6 +13,8 @@
 #             what torchrun-anchor + PyTorch 1.13 print in the same situation
 #   etcd      (bench/etcd_bench.py):      the etcd-v3 rendezvous of 8 and 64 local agents against ddprun's
 #             and torchrun-anchor's c10d; failover after SIGKILL of the etcd leader or of an agent
+#   ssh       (bench/ssh_bench.py):       3 namespaced hosts x 2 workers from one machine: ddprun
+#             --hostfile against ssh + torchrun-anchor per host (needs root and openssh-server)
 # Usage: scripts/bench.sh [FILTER] [options]
 #   FILTER: substring of a benchmark name; runs every benchmark whose name contains it, e.g.
 #     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo;
@@ -54,12 +56,12 @@ done
 py=/usr/bin/python3
 # --list exits 0 when the filter selects one of the harness's benchmarks.
 selected=()
-for harness in launcher store allreduce train rendezvous progress hang etcd; do
+for harness in launcher store allreduce train rendezvous progress hang ssh etcd; do
   if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
 done
 if ((${#selected[@]} == 0)); then
   echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
-  for harness in launcher store allreduce train rendezvous progress hang etcd; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  for harness in launcher store allreduce train rendezvous progress hang ssh etcd; do "$py" "bench/${harness}_bench.py" --list >&2; done
   exit 2
 fi
 
@@ -96,6 +98,9 @@ for harness in "${selected[@]}"; do
     hang)
       "$py" bench/hang_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" \
         --plain-sgd "$build_dir/bin/plain_sgd" --anchor "$anchor" || status=1 ;;
+    ssh)
+      "$py" bench/ssh_bench.py "$filter" --ssh-launch "$build_dir/bin/ssh_launch" \
+        --ddprun "$build_dir/bin/ddprun" --anchor "$anchor" || status=1 ;;
     etcd)
       "$py" bench/etcd_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" --anchor "$anchor" \
         ${etcd_args[@]+"${etcd_args[@]}"} || status=1 ;;
