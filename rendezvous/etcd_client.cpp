@@ -320,6 +320,11 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       parser.body_limit(boost::none);
       if (!ec) co_await read_header(parser, ec);
       check_cancelled();
+      if (ec && Clock::now() >= deadline && !failures.count(index)) {
+        // The caller's deadline, not the member: it answered every request before this one.
+        close();
+        throw StoreTimeout("timed out after " + ms_text(timeout));
+      }
       if (ec) {
         note(index, ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message());
         cluster->move_on(index);

@@ -172,7 +172,7 @@ Task<void> EtcdStore::watch_for(std::string key, std::int64_t revision, Clock::t
     try {
       co_await watches_.stream("/v3/watch", body, on_line, left_until(slice_end));
     } catch (const StoreTimeout&) {
-      if (Clock::now() >= deadline) {
+      if (slice_end >= deadline || Clock::now() >= deadline) {
         throw StoreTimeout("etcd-v3 wait timed out after " + describe_duration(timeout) +
                            " waiting for the key(s) to be set");
       }
