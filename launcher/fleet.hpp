@@ -2,14 +2,16 @@
 /// The launching side of a job over ssh (--hostfile, -H): one ddprun starts every host's agent
 /// with OpenSSH and stands for the whole job on this console.
 ///
-/// First a pre-flight, every host at once: ssh connects (BatchMode, ConnectTimeout), finds the
-/// launching folder and ddprun at the launcher's own path; every host that fails is named on a line
-/// of its own and nothing starts (exit kExitHostsUnreachable). Then one `ssh HOST 'cd CWD && exec
-/// env VARS ddprun FLAGS -- PROGRAM ARGS'` per host (fleet_config.hpp, ssh_command.hpp), whose
-/// stdout and stderr lines reach the console prefixed with the host. Each ssh's stdin carries a
-/// keep-alive byte a second to its agent's session watch (session_watch.hpp); closing it stops that
-/// agent's workers. Ctrl-C, SIGTERM, SIGHUP or a node that fails closes them all; an ssh still
-/// running when the agents' grace (--shutdown-timeout) is over is ended. One event loop; nothing blocks.
+/// One ssh session per host, all at once, each running the gated command (ssh_command.hpp): the
+/// pre-flight's checks (the launching folder, ddprun at the launcher's own path), a ready line, a
+/// wait for the go, then `exec env VARS ddprun FLAGS -- PROGRAM ARGS` (fleet_config.hpp). The go
+/// goes out once every host is ready; a host that is not (ssh failed, a check failed, silence past
+/// ConnectTimeout + 10 s) is named on a line of its own and nothing starts anywhere (exit
+/// kExitHostsUnreachable). After the go, every stdout and stderr line reaches the console prefixed
+/// with its host, and each ssh's stdin carries a keep-alive byte a second to its agent's session
+/// watch (session_watch.hpp); closing it stops that agent's workers. Ctrl-C, SIGTERM, SIGHUP or a
+/// node that fails closes them all; an ssh still running when the agents' grace (--shutdown-timeout)
+/// is over is ended. One event loop; nothing blocks.
 #include "launcher/environ.hpp"
 #include "launcher/launch_config.hpp"
 
