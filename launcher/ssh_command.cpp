@@ -85,6 +85,11 @@ std::vector<std::pair<std::string, std::string>> exported_environment(const Envi
     if (!seen.insert(name).second) continue;
     if (auto value = lookup(env, name)) exported.emplace_back(name, *value);
   }
+  static const std::set<std::string> fleet_only{"PET_HOSTFILE", "PET_HOSTS",      "PET_INCLUDE",   "PET_EXCLUDE",
+                                                "PET_SSH_PORT", "PET_SSH_OPTION", "PET_ENV_EXPORT"};
+  for (const auto& [name, value] : env) {  // a std::map: in name order
+    if (name.starts_with("PET_") && !fleet_only.contains(name) && seen.insert(name).second) exported.emplace_back(name, value);
+  }
   return exported;
 }
 

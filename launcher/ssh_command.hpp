@@ -45,7 +45,10 @@ std::string remote_shell_command(const RemoteCommand& command);
 /// Variables exported to every host unless --env-export names others too.
 inline constexpr std::string_view kDefaultExports[] = {"PATH", "PYTHONPATH", "VIRTUAL_ENV"};
 
-/// The variables of `names` (plus kDefaultExports) that `env` sets, in the order named, once each.
+/// The variables of `names` (plus kDefaultExports) that `env` sets, in the order named, once each;
+/// then every PET_* variable but the fleet's own (PET_HOSTFILE, PET_HOSTS, ...: an agent must not
+/// launch a fleet), so that options set by PET_* here hold on every host as they would for a local
+/// job (each host's own flags still win: the command line beats PET_*).
 std::vector<std::pair<std::string, std::string>> exported_environment(const Environ& env,
                                                                       const std::vector<std::string>& names);
 

@@ -95,6 +95,14 @@ TEST(ExportedEnvironment, DefaultsThenNamedOnceEach) {
             (Pairs{{"PATH", "/p"}, {"VIRTUAL_ENV", "/v"}, {"NCCL_DEBUG", "INFO"}}));
 }
 
+TEST(ExportedEnvironment, PetVariablesButTheFleetsOwn) {
+  const Environ env{{"PATH", "/p"},         {"PET_NPROC_PER_NODE", "4"}, {"PET_HOSTFILE", "h"}, {"PET_HOSTS", "a,b"},
+                    {"PET_SSH_OPTION", "A=b"}, {"PET_MAX_RESTARTS", "2"}, {"PETS", "cat"}};
+  using Pairs = std::vector<std::pair<std::string, std::string>>;
+  EXPECT_EQ(exported_environment(env, {"PET_MAX_RESTARTS"}),
+            (Pairs{{"PATH", "/p"}, {"PET_MAX_RESTARTS", "2"}, {"PET_NPROC_PER_NODE", "4"}}));
+}
+
 TEST(ExportNames, Table) {
   EXPECT_EQ(parse_export_names("A,B_2, _C", "--env-export"), (Argv{"A", "B_2", "_C"}));
   EXPECT_EQ(parse_export_names("", "--env-export"), Argv{});
