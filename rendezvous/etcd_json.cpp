@@ -50,6 +50,7 @@ KeyValue key_value(const json& kv) {
   out.value = bytes_field(kv, "value");
   out.create_revision = int64_field(kv, "create_revision");
   out.mod_revision = int64_field(kv, "mod_revision");
+  out.version = int64_field(kv, "version");
   out.lease = int64_field(kv, "lease");
   return out;
 }

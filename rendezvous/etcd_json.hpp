@@ -27,6 +27,7 @@ struct KeyValue {
   std::string value;
   std::int64_t create_revision = 0;
   std::int64_t mod_revision = 0;
+  std::int64_t version = 0;  ///< puts since the key was created (1 after the first)
   std::int64_t lease = 0;
 };
 

@@ -28,6 +28,19 @@ std::string prefix_end(std::string prefix) {
   return std::string(1, '\0');
 }
 
+/// A counter's value: its version when add() counts it by version, else its decimal text.
+std::int64_t counter_value(const etcd::KeyValue& kv, const std::string& key) {
+  if (kv.value == EtcdStore::kCountedByVersion) return kv.version;
+  std::int64_t value = 0;
+  const std::string& text = kv.value;
+  if (text.empty()) return 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size()) {
+    throw StoreError("ADD on " + key + ": its value is not a counter: " + text.substr(0, 40));
+  }
+  return value;
+}
+
 }  // namespace
 
 EtcdStore::EtcdStore(boost::asio::any_io_executor executor, std::shared_ptr<EtcdSession> session,
@@ -63,35 +76,70 @@ Task<std::string> EtcdStore::get(std::string key, milliseconds timeout) {
 Task<std::int64_t> EtcdStore::add(std::string key, std::int64_t delta) {
   const std::int64_t lease = co_await session_->lease_for(key, timeout_);
   const std::string full = session_->full_key(key);
-  etcd::Compare unchanged;
-  unchanged.key = full;
-  unchanged.target = etcd::Compare::Target::create;  // first guess: the key is new
-  std::int64_t current = 0;
+  const etcd::Operation read{etcd::Operation::Kind::range, full, {}, 0};
+  const etcd::Operation count{etcd::Operation::Kind::put, full, std::string(kCountedByVersion), lease};
+  if (delta == 0) {
+    std::vector<std::string> keys(1, key);
+    auto [revision, values] = co_await look(std::move(keys), timeout_);
+    if (!values.front()) co_return 0;
+    etcd::KeyValue kv;  // look() gives a count kept by version as its decimal text
+    kv.value = std::move(*values.front());
+    co_return counter_value(kv, key);
+  }
+  std::optional<etcd::KeyValue> kv;
+  if (delta == 1) {
+    // The fast way, without retries however many nodes add at once: the key's version counts the
+    // puts, so "put the marker, then read the version" in one transaction is an atomic increment.
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      etcd::Compare holds;
+      holds.key = full;
+      if (attempt == 0) {
+        holds.target = etcd::Compare::Target::value;
+        holds.value = std::string(kCountedByVersion);
+      } else {
+        holds.target = etcd::Compare::Target::create;  // a new key starts counting at 1
+        holds.revision = 0;
+      }
+      std::string txn = etcd::txn_body(std::vector<etcd::Compare>(1, holds), std::vector<etcd::Operation>{count, read},
+                                       std::vector<etcd::Operation>(1, read));
+      const etcd::TxnReply reply = etcd::parse_txn(co_await requests_.call("/v3/kv/txn", std::move(txn), timeout_));
+      if (reply.succeeded && reply.ranges.size() == 2 && reply.ranges[1]) co_return reply.ranges[1]->version;
+      kv = reply.ranges.empty() ? std::nullopt : reply.ranges.front();
+      if (kv) break;  // an explicit counter (or another value): the compare-and-put below
+    }
+  }
+  // Any other delta, or a counter kept as a value: read, then put the sum if nobody changed it.
   for (;;) {
-    const std::int64_t next = current + delta;
+    if (!kv) {
+      std::string txn = etcd::txn_body({}, std::vector<etcd::Operation>(1, read), {});
+      const etcd::TxnReply reply = etcd::parse_txn(co_await requests_.call("/v3/kv/txn", std::move(txn), timeout_));
+      kv = reply.ranges.empty() ? std::nullopt : reply.ranges.front();
+    }
+    etcd::Compare unchanged;
+    unchanged.key = full;
+    unchanged.target = kv ? etcd::Compare::Target::mod : etcd::Compare::Target::create;
+    unchanged.revision = kv ? kv->mod_revision : 0;
+    const std::int64_t next = (kv ? counter_value(*kv, key) : 0) + delta;
     etcd::Operation put{etcd::Operation::Kind::put, full, std::to_string(next), lease};
-    etcd::Operation read{etcd::Operation::Kind::range, full, {}, 0};
     std::string txn = etcd::txn_body(std::vector<etcd::Compare>(1, unchanged), std::vector<etcd::Operation>(1, put),
                                      std::vector<etcd::Operation>(1, read));
     const etcd::TxnReply reply = etcd::parse_txn(co_await requests_.call("/v3/kv/txn", std::move(txn), timeout_));
     if (reply.succeeded) co_return next;
-    const auto& kv = reply.ranges.empty() ? std::nullopt : reply.ranges.front();
+    kv = reply.ranges.empty() ? std::nullopt : reply.ranges.front();
     if (!kv) {
-      unchanged.target = etcd::Compare::Target::create;
-      unchanged.revision = 0;
-      current = 0;
-      continue;
+      // Deleted meanwhile: start from 0 with a create compare.
+      kv.reset();
+      etcd::Compare created;
+      created.key = full;
+      created.target = etcd::Compare::Target::create;
+      std::string again = etcd::txn_body(std::vector<etcd::Compare>(1, created),
+                                         std::vector<etcd::Operation>{etcd::Operation{etcd::Operation::Kind::put, full,
+                                                                                      std::to_string(delta), lease}},
+                                         std::vector<etcd::Operation>(1, read));
+      const etcd::TxnReply made = etcd::parse_txn(co_await requests_.call("/v3/kv/txn", std::move(again), timeout_));
+      if (made.succeeded) co_return delta;
+      kv = made.ranges.empty() ? std::nullopt : made.ranges.front();
     }
-    current = 0;
-    const std::string& text = kv->value;
-    if (!text.empty()) {
-      auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), current);
-      if (ec != std::errc() || ptr != text.data() + text.size()) {
-        throw StoreError("ADD on " + key + ": its value is not a counter: " + text.substr(0, 40));
-      }
-    }
-    unchanged.target = etcd::Compare::Target::mod;
-    unchanged.revision = kv->mod_revision;
   }
 }
 
@@ -126,7 +174,9 @@ Task<std::pair<std::int64_t, std::vector<std::optional<std::string>>>> EtcdStore
   const etcd::TxnReply reply = etcd::parse_txn(co_await requests_.call("/v3/kv/txn", std::move(txn), timeout));
   std::vector<std::optional<std::string>> values(keys.size());
   for (std::size_t i = 0; i < keys.size() && i < reply.ranges.size(); ++i) {
-    if (reply.ranges[i]) values[i] = std::move(reply.ranges[i]->value);
+    if (!reply.ranges[i]) continue;
+    const etcd::KeyValue& kv = *reply.ranges[i];
+    values[i] = kv.value == kCountedByVersion ? std::to_string(kv.version) : kv.value;
   }
   co_return std::pair{reply.revision, std::move(values)};
 }

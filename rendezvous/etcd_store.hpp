@@ -6,8 +6,11 @@
 /// The mapping (keys are the session's key prefix + the store key; every write carries the lease
 /// the session picks for the key: etcd_session.hpp):
 ///  - set: a put;  get: a range, after wait() when missing;
-///  - add: a transaction "unchanged since I read it (mod revision, or not created) -> put v+delta",
-///    read again and retried when another node got there first;
+///  - add: +1 is one transaction "holds the marker (or is new) -> put the marker, read the
+///    version": etcd counts a key's puts, so N nodes adding at once cost N transactions, not N^2
+///    (a read gives the version as the count); any other delta, or a counter set as text, is
+///    "unchanged since I read it (mod revision) -> put v+delta", retried when another node got there
+///    first;
 ///  - compare_set: a transaction "created == 0" (expected empty) or "value == expected" -> put,
 ///    else read: the value that stands;
 ///  - check, get_if_present: one transaction of ranges;
@@ -24,6 +27,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <memory>
+#include <string_view>
 
 #include "rendezvous/etcd_client.hpp"
 #include "rendezvous/etcd_session.hpp"
@@ -37,6 +41,9 @@ class EtcdStore final : public Store {
   /// reached, so that a member cut off from the others (which keeps the stream open and silent)
   /// is left for one that answers within a slice.
   static constexpr std::chrono::milliseconds kWatchSlice{std::chrono::seconds(20)};
+  /// The value of a counter that add() keeps as the key's version (see add()); every read of the
+  /// key gives the count instead, so it never leaves this class.
+  static constexpr std::string_view kCountedByVersion = "\x01ddprun: counted by version";
 
   /// `connect_timeout`: how long connect() looks for a member that answers; `timeout`: every other
   /// operation's deadline.

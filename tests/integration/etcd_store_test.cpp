@@ -199,6 +199,11 @@ TEST_P(StoreBackendTest, StoreContract) {
   }
   for (auto& a : adders) a.get();
   EXPECT_EQ(n->run(store.add("ddprun/rdzv/contract/many", 0)), 40);
+  // Whatever way a store keeps a counter, reading it gives the count, and any delta goes on from it.
+  EXPECT_EQ(n->run(store.get("ddprun/rdzv/contract/many", 1s)), "40");
+  EXPECT_EQ(n->run(store.add("ddprun/rdzv/contract/many", 2)), 42);
+  EXPECT_EQ(n->run(store.add("ddprun/rdzv/contract/many", 1)), 43);
+  EXPECT_EQ(n->run(store.get("ddprun/rdzv/contract/many", 1s)), "43");
 }
 
 TEST_P(StoreBackendTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
