@@ -14,21 +14,20 @@ TEST(EtcdOptions, EndpointsAreAListWithTheDefaultPortAndOptionalSchemes) {
   EXPECT_FALSE(options.tls);
   EXPECT_EQ(options.key_prefix, "/");
   EXPECT_EQ(options.lease_ttl, std::chrono::seconds(10));
-  EXPECT_TRUE(parse_etcd_options("https://h1", {}).tls);
 }
 
 TEST(EtcdOptions, ConfKeys) {
   const EtcdOptions options = parse_etcd_options(
-      "h1", Conf{{"key_prefix", "/team-a"}, {"cacert", "/ca.pem"}, {"cert", "/c.pem"}, {"key", "/k.pem"},
-                 {"lease_ttl", "4"}, {"user", "u"}, {"password", "p"}, {"join_timeout", "5"}});
+      "h1", Conf{{"key_prefix", "/team-a"}, {"lease_ttl", "4"}, {"user", "u"}, {"password", "p"}, {"join_timeout", "5"}});
   EXPECT_EQ(options.key_prefix, "/team-a/");
-  EXPECT_TRUE(options.tls);
-  EXPECT_EQ(options.cacert, "/ca.pem");
-  EXPECT_EQ(options.cert, "/c.pem");
-  EXPECT_EQ(options.key, "/k.pem");
+  EXPECT_FALSE(options.tls);
   EXPECT_EQ(options.lease_ttl, std::chrono::seconds(4));
   EXPECT_EQ(options.user, "u");
 }
+
+const std::string kNoTls =
+    "TLS to etcd (https://, protocol=https, cacert, cert, key) does not work yet in this ddprun; reach etcd's client "
+    "port over http";
 
 TEST(EtcdOptions, MistakesAreNamed) {
   struct Case {
@@ -45,6 +44,10 @@ TEST(EtcdOptions, MistakesAreNamed) {
       {"h1", {{"protocol", "grpc"}}, "protocol=grpc is not http or https"},
       {"h1", {{"protocol", "http"}, {"cacert", "/ca.pem"}}, "protocol=http, but TLS files or an https:// endpoint are given"},
       {"h1", {{"password", "p"}}, "password is given without user"},
+      {"https://h1", {}, kNoTls},
+      {"h1", {{"cacert", "/ca.pem"}}, kNoTls},
+      {"h1", {{"cert", "/c.pem"}, {"key", "/k.pem"}}, kNoTls},
+      {"h1", {{"protocol", "https"}}, kNoTls},
   };
   for (const auto& c : cases) {
     try {
