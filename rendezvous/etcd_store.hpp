@@ -43,7 +43,7 @@ class EtcdStore final : public Store {
   static constexpr std::chrono::milliseconds kWatchSlice{std::chrono::seconds(20)};
   /// The value of a counter that add() keeps as the key's version (see add()); every read of the
   /// key gives the count instead, so it never leaves this class.
-  static constexpr std::string_view kCountedByVersion = "\x01ddprun: counted by version";
+  static constexpr std::string_view kCountedByVersion = "\x01" "ddprun: counted by version";
 
   /// `connect_timeout`: how long connect() looks for a member that answers; `timeout`: every other
   /// operation's deadline.
