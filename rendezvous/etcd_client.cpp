@@ -11,6 +11,9 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 #include <map>
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
 
 #include "rendezvous/deadline.hpp"  // describe_duration
 #include "rendezvous/etcd_json.hpp"
@@ -33,6 +36,20 @@ struct MemberFailed {
 };
 
 std::string ms_text(milliseconds ms) { return describe_duration(ms); }
+
+/// An error OpenSSL reported (an alert the peer sent, a certificate that did not verify, bytes that
+/// are not TLS), as opposed to the connection breaking.
+bool is_tls_error(const boost::system::error_code& ec) { return ec.category() == asio::error::get_ssl_category(); }
+
+/// The peer answered our TLS hello with something that is not TLS (a plain HTTP listener).
+bool is_not_tls(const boost::system::error_code& ec) {
+  return is_tls_error(ec) && ERR_GET_REASON(static_cast<unsigned long>(ec.value())) == SSL_R_WRONG_VERSION_NUMBER;
+}
+
+/// The connection ended without a byte of answer.
+bool is_closed(const boost::system::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof || ec == asio::error::connection_reset;
+}
 
 }  // namespace
 
@@ -74,6 +91,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
   std::unique_ptr<beast::tcp_stream> plain;
   std::unique_ptr<beast::ssl_stream<beast::tcp_stream>> secure;
   std::optional<std::size_t> member;  ///< connected to this one
+  int exchanges = 0;                   ///< requests answered on this connection
   beast::flat_buffer buffer;
   bool cancelled = false;
   /// Per member, why it failed last (for EtcdUnreachable).
@@ -102,6 +120,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     plain.reset();
     secure.reset();
     member.reset();
+    exchanges = 0;
     buffer.clear();
   }
 
@@ -151,14 +170,85 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       if (ec == beast::error::timeout) throw MemberFailed{"no TLS handshake within " + ms_text(kMemberAnswer)};
       if (ec) {
         // A refused certificate (ours or theirs) will not get better on another try.
-        if (ec.category() == asio::error::get_ssl_category()) {
-          throw EtcdAuthError("TLS handshake with etcd at " + member_name(index) +
-                              " failed: " + ec.message() + " (check cacert, cert and key in --rdzv-conf)");
+        bool not_tls = is_not_tls(ec);
+        if (!not_tls && (is_closed(ec) || ec == asio::ssl::error::stream_truncated)) {
+          boost::system::error_code ignored;
+          const tcp::endpoint where = tcp_layer().socket().remote_endpoint(ignored);
+          not_tls = !ignored && co_await speaks_plain_http(where, until);
         }
+        if (not_tls) {
+          throw StoreError("etcd at " + member_name(index) +
+                           " does not speak TLS: write http:// in --rdzv-endpoint and leave out protocol, cacert, "
+                           "cert and key in --rdzv-conf");
+        }
+        if (is_tls_error(ec)) throw tls_refused(index, ec, handshake_detail());
         throw MemberFailed{"TLS handshake: " + ec.message()};
       }
     }
     member = index;
+  }
+
+  /// Why the server's certificate did not verify ("unable to get local issuer certificate",
+  /// "hostname mismatch"), or "" when it did.
+  std::string handshake_detail() const {
+    const long result = SSL_get_verify_result(secure->native_handle());
+    return result == X509_V_OK ? std::string() : X509_verify_cert_error_string(result);
+  }
+
+  /// What a TLS error from `index` means to the user; `detail` says more when known.
+  EtcdAuthError tls_refused(std::size_t index, const boost::system::error_code& ec, const std::string& detail) const {
+    std::string message = "TLS with etcd at " + member_name(index) + " failed: " + ec.message();
+    if (!detail.empty()) message += " (" + detail + ")";
+    if (!detail.empty()) {
+      message += ": check cacert in --rdzv-conf (the CA that signed etcd's certificate) and that the endpoint "
+                 "is a name the certificate holds";
+    } else if (options().cert.empty()) {
+      message += ": etcd may want a client certificate (--client-cert-auth): set cert and key in --rdzv-conf";
+    } else {
+      message += ": etcd refused the client certificate cert=" + options().cert +
+                 " (is it signed by etcd's --trusted-ca-file, and not expired?)";
+    }
+    return EtcdAuthError(message);
+  }
+
+  /// After a plain HTTP request was met with a closed connection: does the member speak TLS on
+  /// that port? (etcd with TLS closes on plain HTTP without a word, so a user who forgot https://
+  /// would otherwise wait for the whole join timeout.) Tries a handshake that checks nothing.
+  Task<bool> speaks_tls(const tcp::endpoint& where, Clock::time_point until) {
+    asio::ssl::context any_peer(asio::ssl::context::tls_client);
+    any_peer.set_verify_mode(asio::ssl::verify_none);
+    beast::ssl_stream<beast::tcp_stream> probe(ex, any_peer);
+    auto& layer = beast::get_lowest_layer(probe);
+    layer.expires_at(until);
+    boost::system::error_code ec;
+    co_await layer.async_connect(where, asio::redirect_error(use_awaitable, ec));
+    check_cancelled();
+    if (ec) co_return false;
+    co_await probe.async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
+    check_cancelled();
+    // A refusal of our (absent) certificate still proves that TLS answered.
+    co_return !ec || (is_tls_error(ec) && !is_not_tls(ec));
+  }
+
+  /// After our TLS hello was met with a closed connection: does the member answer plain HTTP there?
+  /// (etcd without TLS closes on a TLS hello without a word.)
+  Task<bool> speaks_plain_http(const tcp::endpoint& where, Clock::time_point until) {
+    beast::tcp_stream probe(ex);
+    probe.expires_at(until);
+    boost::system::error_code ec;
+    co_await probe.async_connect(where, asio::redirect_error(use_awaitable, ec));
+    check_cancelled();
+    if (ec) co_return false;
+    http::request<http::empty_body> req{http::verb::get, "/version", 11};
+    req.set(http::field::host, where.address().to_string());
+    co_await http::async_write(probe, req, asio::redirect_error(use_awaitable, ec));
+    check_cancelled();
+    if (ec) co_return false;
+    beast::flat_buffer reply;
+    http::response_parser<http::empty_body> parser;
+    co_await http::async_read_header(probe, reply, parser, asio::redirect_error(use_awaitable, ec));
+    check_cancelled();
+    co_return !ec;
   }
 
   http::request<http::string_body> request(const std::string& path, std::string body) const {
@@ -195,6 +285,26 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     else co_await http::async_read_header(*plain, buffer, parser, asio::redirect_error(use_awaitable, ec));
   }
 
+  /// A request's write or read failed: throws what that means (MemberFailed to try the next member,
+  /// EtcdAuthError when TLS refused us, StoreError when the member wants TLS and we spoke plain).
+  Task<void> io_failed(const boost::system::error_code& ec, Clock::time_point until) {
+    const std::size_t index = *member;
+    // TLS 1.3 ends the handshake before the server has judged our certificate: its refusal comes
+    // as an alert on the first read.
+    if (is_tls_error(ec)) throw tls_refused(index, ec, "");
+    if (ec == beast::error::timeout) throw MemberFailed{"no answer within " + ms_text(kMemberAnswer)};
+    if (!secure && exchanges == 0 && is_closed(ec)) {
+      boost::system::error_code ignored;
+      const tcp::endpoint where = tcp_layer().socket().remote_endpoint(ignored);
+      if (!ignored && co_await speaks_tls(where, until)) {
+        throw StoreError("etcd at " + member_name(index) + " speaks TLS: write https://" + member_name(index) +
+                         " in --rdzv-endpoint, with cacert in --rdzv-conf (and cert and key if etcd asks for a "
+                         "client certificate)");
+      }
+    }
+    throw MemberFailed{ec.message()};
+  }
+
   /// One exchange with the connected member. Returns the status and body; MemberFailed on I/O.
   Task<std::pair<int, std::string>> exchange(const std::string& path, std::string body, Clock::time_point until) {
     auto req = request(path, std::move(body));
@@ -202,12 +312,13 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     boost::system::error_code ec;
     co_await write(req, ec);
     check_cancelled();
-    if (ec) throw MemberFailed{ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message()};
+    if (ec) co_await io_failed(ec, until);
     http::response_parser<http::string_body> parser;
     parser.body_limit(64 * 1024 * 1024);
     co_await read(parser, ec);
     check_cancelled();
-    if (ec) throw MemberFailed{ec == beast::error::timeout ? "no answer within " + ms_text(kMemberAnswer) : ec.message()};
+    if (ec) co_await io_failed(ec, until);
+    ++exchanges;
     auto& res = parser.get();
     if (!res.keep_alive()) close();
     co_return std::pair<int, std::string>(static_cast<int>(res.result_int()), std::move(res.body()));
@@ -320,6 +431,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       parser.body_limit(boost::none);
       if (!ec) co_await read_header(parser, ec);
       check_cancelled();
+      if (is_tls_error(ec)) throw tls_refused(index, ec, "");
       if (ec && Clock::now() >= deadline && !failures.count(index)) {
         // The caller's deadline, not the member: it answered every request before this one.
         close();
@@ -365,6 +477,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
         close();
         throw StoreTimeout("timed out after " + ms_text(timeout));
       }
+      if (is_tls_error(ec)) throw tls_refused(index, ec, "");
       if (ec) {
         note(index, "the stream broke: " + ec.message());
         cluster->move_on(index);

@@ -30,6 +30,7 @@ std::string EtcdOptions::describe_endpoints() const {
 EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::string, std::string>& conf) {
   EtcdOptions options;
   bool https_scheme = false;
+  bool http_scheme = false;
   std::string_view rest = endpoints;
   while (true) {
     const auto comma = rest.find(',');
@@ -38,6 +39,7 @@ EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::s
       https_scheme = true;
       item.remove_prefix(8);
     } else if (item.starts_with("http://")) {
+      http_scheme = true;
       item.remove_prefix(7);
     }
     while (item.ends_with('/')) item.remove_suffix(1);
@@ -65,17 +67,15 @@ EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::s
     else throw Error("protocol=" + *protocol + " is not http or https");
     if (*protocol == "http" && options.tls) throw Error("protocol=http, but TLS files or an https:// endpoint are given");
   }
+  if (http_scheme && options.tls) {
+    throw Error(https_scheme ? "mixes http:// and https:// members: one cluster's client ports speak one protocol"
+                             : "names http:// members, but TLS is asked for (protocol=https, cacert, cert or key)");
+  }
   if (options.cert.empty() != options.key.empty()) {
     throw Error(std::string(options.cert.empty() ? "key" : "cert") + " is given without " +
                 (options.cert.empty() ? "cert" : "key") + ": TLS client authentication needs both");
   }
   if (options.password.size() && options.user.empty()) throw Error("password is given without user");
-  if (options.tls) {
-    // EtcdConnection has a TLS path, but a watch over it never delivers its events (found at the
-    // end of issue 15, not yet understood): refuse rather than hang.
-    throw Error("TLS to etcd (https://, protocol=https, cacert, cert, key) does not work yet in this ddprun; "
-                "reach etcd's client port over http");
-  }
   if (const auto* ttl = find(conf, "lease_ttl")) {
     long long seconds = 0;
     auto [ptr, ec] = std::from_chars(ttl->data(), ttl->data() + ttl->size(), seconds);

@@ -7,7 +7,8 @@
 ///   protocol     http or https (default http; https when cacert or cert is given)
 ///   cacert       PEM file of the CA that signed the members' certificates (https)
 ///   cert, key    PEM files of this client's certificate and private key (TLS client authentication)
-///   (TLS is refused for now: a watch over it never delivers its events; see parse_etcd_options)
+///   (the server's certificate is always verified: against cacert, else the system's CAs, and for
+///   the name or address the endpoint is written with)
 ///   user, password   etcd user authentication (POST /v3/auth/authenticate)
 ///   lease_ttl    seconds: an agent's keys (its heartbeat) vanish this long after it stops renewing
 ///                its lease, so a dead or frozen node is dropped within it (default 10, integer >= 2)
@@ -43,7 +44,7 @@ struct EtcdOptions {
 /// Parses "h1:2379,h2:2379,[::1]:2379" (a scheme "http://" or "https://" before each is allowed;
 /// https turns TLS on) and the etcd keys of `conf`. Throws Error naming the text and what is wrong
 /// (no endpoint, a bad endpoint, a lease_ttl that is not an integer >= 2, a cert without a key,
-/// protocol neither http nor https, and TLS at all, for now); callers prefix the flag's name.
+/// protocol neither http nor https, http:// members with TLS asked for); callers prefix the flag's name.
 EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::string, std::string>& conf);
 
 }  // namespace ddprun::rendezvous

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "rendezvous/async_store_client.hpp"
+#include "rendezvous/etcd_client.hpp"
+#include "rendezvous/etcd_json.hpp"
 #include "rendezvous/etcd_store.hpp"
 #include "rendezvous/round_keys.hpp"
 #include "rendezvous/round_protocol.hpp"
@@ -20,6 +22,7 @@
 #include "tests/support/loopback_store.hpp"
 #include "tests/support/round_fixtures.hpp"
 #include "tests/support/spawn_task.hpp"
+#include "tests/support/test_certificates.hpp"
 
 using namespace ddprun::rendezvous;
 using ddprun::testing::dynamic_job;
@@ -27,6 +30,7 @@ using ddprun::testing::EtcdMember;
 using ddprun::testing::ids_of;
 using ddprun::testing::node;
 using ddprun::testing::static_job;
+using ddprun::testing::TestCertificates;
 using namespace std::chrono_literals;
 
 namespace {
@@ -64,10 +68,16 @@ class Connection {
   std::unique_ptr<Store> store_;
 };
 
-enum class Backend { c10d, etcd };
+/// etcd_tls: the member speaks only TLS and wants a client certificate its CA signed.
+enum class Backend { c10d, etcd, etcd_tls };
 
 std::string backend_name(const ::testing::TestParamInfo<Backend>& info) {
-  return info.param == Backend::c10d ? "c10d" : "etcd";
+  switch (info.param) {
+    case Backend::c10d: return "c10d";
+    case Backend::etcd: return "etcd";
+    case Backend::etcd_tls: return "etcd_tls";
+  }
+  return "?";
 }
 
 /// A fresh key prefix per test, so that tests never see each other's keys in the one etcd.
@@ -84,7 +94,18 @@ class StoreBackendTest : public ::testing::TestWithParam<Backend> {
       return;
     }
     if (ddprun::testing::etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server)";
-    etcd_ = std::make_unique<EtcdMember>();
+    EtcdMember::Options member;
+    if (GetParam() == Backend::etcd_tls) {
+      certificates_ = std::make_unique<TestCertificates>(std::vector<std::string>{"127.0.0.1", "localhost"});
+      member.tls_cert = certificates_->server_cert();
+      member.tls_key = certificates_->server_key();
+      member.tls_client_ca = certificates_->ca();
+      etcd_options_.tls = true;
+      etcd_options_.cacert = certificates_->ca();
+      etcd_options_.cert = certificates_->client_cert();
+      etcd_options_.key = certificates_->client_key();
+    }
+    etcd_ = std::make_unique<EtcdMember>(member);
     ASSERT_TRUE(etcd_->wait_ready()) << "etcd did not come up";
     etcd_options_.endpoints = {Endpoint{"127.0.0.1", std::stoi(etcd_->endpoint().substr(10))}};
     etcd_options_.key_prefix = fresh_prefix();
@@ -131,6 +152,7 @@ class StoreBackendTest : public ::testing::TestWithParam<Backend> {
   }
 
   std::unique_ptr<StoreServer> server_;
+  std::unique_ptr<TestCertificates> certificates_;
   std::unique_ptr<EtcdMember> etcd_;
   EtcdOptions etcd_options_;
 };
@@ -367,7 +389,8 @@ TEST_P(StoreBackendTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
   EXPECT_EQ(n->run(protocol.read_beats({"a", "b", "c"})), (std::vector<std::int64_t>{7, -1, -1}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, StoreBackendTest, ::testing::Values(Backend::c10d, Backend::etcd), backend_name);
+INSTANTIATE_TEST_SUITE_P(Stores, StoreBackendTest, ::testing::Values(Backend::c10d, Backend::etcd, Backend::etcd_tls),
+                         backend_name);
 
 // What only etcd has.
 class EtcdOnlyTest : public StoreBackendTest {};
@@ -456,4 +479,165 @@ TEST_P(EtcdOnlyTest, AWrongPasswordIsAnAuthenticationErrorAndNoneIsToo) {
 
 INSTANTIATE_TEST_SUITE_P(Stores, EtcdOnlyTest, ::testing::Values(Backend::etcd), backend_name);
 
+// etcd's auth token lapses after --auth-token-ttl seconds unused: the store gets a new one when etcd
+// says "invalid auth token", and the request goes through.
+TEST(EtcdAuthToken, AnExpiredTokenIsRenewedAndTheRequestGoesThrough) {
+  if (ddprun::testing::etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server)";
+  EtcdMember::Options member;
+  member.extra = {"--auth-token-ttl", "2"};
+  EtcdMember etcd(member);
+  ASSERT_TRUE(etcd.wait_ready());
+  const std::string etcdctl = "ETCDCTL_API=3 etcdctl --endpoints=" + etcd.endpoint() + " ";
+  ASSERT_EQ(std::system((etcdctl + "user add root:secret >/dev/null 2>&1 && " + etcdctl +
+                         "auth enable >/dev/null 2>&1").c_str()),
+            0)
+      << "could not turn on etcd's authentication";
+  EtcdOptions options;
+  options.endpoints = {Endpoint{"127.0.0.1", std::stoi(etcd.endpoint().substr(10))}};
+  options.key_prefix = fresh_prefix();
+  boost::asio::io_context io;
+  auto run = [&io](auto task) { return ddprun::testing::run_to_completion(io, std::move(task)); };
+
+  // A token of the test's own, to show that etcd lets it lapse within the wait below.
+  auto bare = std::make_shared<EtcdCluster>(options);
+  EtcdConnection raw(io.get_executor(), bare);
+  bare->token = etcd::parse_token(run(raw.call("/v3/auth/authenticate", etcd::authenticate_body("root", "secret"), 5s)));
+  run(raw.call("/v3/kv/range", etcd::range_body(options.key_prefix + "x"), 5s));
+
+  options.user = "root";
+  options.password = "secret";
+  auto session = EtcdSession::create(io.get_executor(), options);
+  {
+    EtcdStore store(io.get_executor(), session, 5s, 5s);
+    run(store.set("worker/key", "1"));  // a key of no lease: nothing renews anything while the test sleeps
+    std::this_thread::sleep_for(4s);
+    try {
+      run(raw.call("/v3/kv/range", etcd::range_body(options.key_prefix + "x"), 5s));
+      ADD_FAILURE() << "etcd still took a token unused for 4 s: this test shows nothing";
+    } catch (const EtcdAuthError& error) {
+      EXPECT_NE(std::string(error.what()).find("invalid auth token"), std::string::npos) << error.what();
+    }
+    EXPECT_EQ(run(store.get("worker/key", 5s)), "1");
+  }
+  session->stop();
+}
+
 }  // namespace
+
+// TLS: what a user reads when the two sides disagree. Each case must end at once with one line
+// that names the cause, not after the join timeout (etcd refuses a missing or foreign client
+// certificate only after the TLS 1.3 handshake, and closes a plain HTTP connection without a word).
+class EtcdTlsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (ddprun::testing::etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server)";
+  }
+
+  /// A member that speaks TLS with `certificates`' server certificate and wants a client certificate.
+  static std::unique_ptr<EtcdMember> tls_member(const TestCertificates& certificates) {
+    EtcdMember::Options member;
+    member.tls_cert = certificates.server_cert();
+    member.tls_key = certificates.server_key();
+    member.tls_client_ca = certificates.ca();
+    auto etcd = std::make_unique<EtcdMember>(member);
+    EXPECT_TRUE(etcd->wait_ready()) << "etcd did not come up";
+    return etcd;
+  }
+  static EtcdOptions options_for(const EtcdMember& etcd, const std::string& host = "127.0.0.1") {
+    EtcdOptions options;
+    options.endpoints = {Endpoint{host, std::stoi(etcd.endpoint().substr(10))}};
+    options.key_prefix = fresh_prefix();
+    return options;
+  }
+
+  struct Outcome {
+    std::string error;  ///< "" when it connected
+    bool auth = false;  ///< an EtcdAuthError
+    bool unreachable = false;
+    std::chrono::milliseconds took{};
+  };
+  /// Connects as an agent does (10 s to find a member) and writes a key.
+  static Outcome connect(const EtcdOptions& options) {
+    boost::asio::io_context io;
+    auto session = EtcdSession::create(io.get_executor(), options);
+    Outcome outcome;
+    const auto start = std::chrono::steady_clock::now();
+    {
+      EtcdStore store(io.get_executor(), session, 10s, 10s);
+      try {
+        ddprun::testing::run_to_completion(io, store.connect());
+        ddprun::testing::run_to_completion(io, store.set("ddprun/rdzv/tls/x", "1"));
+      } catch (const EtcdAuthError& error) {
+        outcome.error = error.what();
+        outcome.auth = true;
+      } catch (const EtcdUnreachable& error) {
+        outcome.error = error.what();
+        outcome.unreachable = true;
+      } catch (const StoreError& error) {
+        outcome.error = error.what();
+      }
+    }
+    outcome.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+    session->stop();
+    io.restart();
+    io.poll();
+    return outcome;
+  }
+};
+
+TEST_F(EtcdTlsTest, EveryDisagreementIsOneLineAtOnce) {
+  const TestCertificates certificates({"127.0.0.1", "localhost"});
+  auto etcd = tls_member(certificates);
+  const TestCertificates only_localhost({"localhost"});
+  auto etcd_for_localhost = tls_member(only_localhost);
+  EtcdMember plain;
+  ASSERT_TRUE(plain.wait_ready());
+
+  auto tls = [](EtcdOptions options, const TestCertificates& c, const std::string& cacert) {
+    options.tls = true;
+    options.cacert = cacert;
+    options.cert = c.client_cert();
+    options.key = c.client_key();
+    return options;
+  };
+  struct Case {
+    const char* what;
+    EtcdOptions options;
+    bool auth;             ///< an EtcdAuthError (else a StoreError that is not EtcdUnreachable)
+    std::string expected;  ///< in the message
+  };
+  EtcdOptions no_client_certificate = tls(options_for(*etcd), certificates, certificates.ca());
+  no_client_certificate.cert.clear();
+  no_client_certificate.key.clear();
+  EtcdOptions stranger = tls(options_for(*etcd), certificates, certificates.ca());
+  stranger.cert = certificates.stranger_cert();
+  stranger.key = certificates.stranger_key();
+  const std::vector<Case> cases = {
+      {"no client certificate", no_client_certificate, true,
+       "etcd may want a client certificate (--client-cert-auth): set cert and key in --rdzv-conf"},
+      {"a client certificate another CA signed", stranger, true,
+       "etcd refused the client certificate cert=" + certificates.stranger_cert()},
+      {"etcd's certificate signed by a CA we do not trust", tls(options_for(*etcd), certificates, certificates.other_ca()),
+       true, "certificate verify failed (unable to get local issuer certificate): check cacert in --rdzv-conf"},
+      {"etcd's certificate does not hold the name we connect to",
+       tls(options_for(*etcd_for_localhost), only_localhost, only_localhost.ca()), true,
+       "is a name the certificate holds"},
+      {"plain HTTP to a member that speaks TLS", options_for(*etcd), false,
+       "speaks TLS: write https://" + etcd->endpoint() + " in --rdzv-endpoint"},
+      {"TLS to a member that speaks plain HTTP", tls(options_for(plain), certificates, certificates.ca()), false,
+       "does not speak TLS"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.what);
+    const Outcome outcome = connect(c.options);
+    EXPECT_EQ(outcome.auth, c.auth) << outcome.error;
+    EXPECT_FALSE(outcome.unreachable) << outcome.error;
+    EXPECT_NE(outcome.error.find(c.expected), std::string::npos) << outcome.error;
+    EXPECT_EQ(outcome.error.find('\n'), std::string::npos) << outcome.error;
+    EXPECT_LT(outcome.took, 3s) << outcome.error;
+  }
+  // And the right settings work, by IP address and by name.
+  for (const std::string host : {"127.0.0.1", "localhost"}) {
+    EXPECT_EQ(connect(tls(options_for(*etcd, host), certificates, certificates.ca())).error, "") << host;
+  }
+}

@@ -5,6 +5,8 @@
 // member and one agent per "machine": an elastic 2:3 job runs through the SIGKILL of the etcd
 // leader without a restart, then re-forms on the survivors within the lease TTL (plus a margin)
 // after the SIGKILL of an agent, and a survivor frozen with SIGSTOP loses its lease and is dropped.
+// The cluster test runs twice: over plain HTTP, and over TLS with client certificates (etcd's
+// --client-cert-auth); a job over TLS on one member restarts after a worker's failure too.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -14,6 +16,7 @@
 
 #include "../support/etcd_member.hpp"
 #include "../support/free_port.hpp"
+#include "../support/test_certificates.hpp"
 #include "harness.hpp"
 #include "multinode_support.hpp"
 #include "netns_lab.hpp"
@@ -226,10 +229,59 @@ TEST_F(EtcdSingleMember, ABadEndpointListIsAUsageError) {
   EXPECT_NE(outcome.err.find("is not an etcd-v3 rendezvous"), std::string::npos) << outcome.err;
 }
 
+/// --rdzv-conf's TLS keys for `certificates`' client: the CA, and its certificate and key.
+std::string tls_conf(const TestCertificates& certificates) {
+  return "cacert=" + certificates.ca() + ",cert=" + certificates.client_cert() + ",key=" + certificates.client_key();
+}
+
+/// One member that speaks only TLS and wants a client certificate its CA signed.
+class EtcdSingleTlsMember : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh)";
+    EtcdMember::Options options;
+    options.tls_cert = certificates_.server_cert();
+    options.tls_key = certificates_.server_key();
+    options.tls_client_ca = certificates_.ca();
+    etcd_ = std::make_unique<EtcdMember>(options);
+    ASSERT_TRUE(etcd_->wait_ready()) << "etcd did not come up";
+  }
+  TestCertificates certificates_{{"127.0.0.1"}};
+  std::unique_ptr<EtcdMember> etcd_;
+};
+
+TEST_F(EtcdSingleTlsMember, AWorkerFailureRestartsEveryNodeTogether) {
+  TempDir dir;
+  const std::string worker = crash_once_worker(dir);
+  const auto flags = etcd_node("2:3", etcd_->client_url(), "crash", 2,
+                               "join_timeout=60,last_call_timeout=1," + tls_conf(certificates_));
+  Launch a(concat(flags, {"--max-restarts=1", worker}));
+  Launch b(concat(flags, {"--max-restarts=1", worker}));
+  std::vector<std::pair<std::string, Outcome>> outcomes = {{"node 0", a.wait(kJobBound)}, {"node 1", b.wait(kJobBound)}};
+  EXPECT_EQ(plain_sgd_missing(stdout_of_succeeded(outcomes), 4), "") << all_output(outcomes);
+  EXPECT_EQ(read_file(dir.path() / "restarts_rank2"), "0\n1\n");
+}
+
+TEST_F(EtcdSingleTlsMember, NoClientCertificateIsOneLineAtOnce) {
+  const auto start = std::chrono::steady_clock::now();
+  Outcome outcome = run_ddprun(concat(etcd_node("2", etcd_->client_url(), "nocert", 1,
+                                                "join_timeout=60,cacert=" + certificates_.ca()),
+                                      {"/bin/true"}));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s) << "it waited for the join timeout";
+  EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+  EXPECT_NE(outcome.err.find("etcd may want a client certificate (--client-cert-auth): set cert and key in "
+                             "--rdzv-conf"),
+            std::string::npos)
+      << outcome.err;
+  EXPECT_EQ(first_unprefixed_line(outcome.err), "") << outcome.err;
+}
+
 // A 3-member cluster, one member and one agent per namespace ("machine").
-class EtcdCluster : public ::testing::Test {
+/// The parameter: TLS with client certificates (on every member) or plain HTTP.
+class EtcdCluster : public ::testing::TestWithParam<bool> {
  protected:
   static constexpr int kMembers = 3;
+  bool tls() const { return GetParam(); }
 
   void SetUp() override {
     if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh)";
@@ -237,12 +289,15 @@ class EtcdCluster : public ::testing::Test {
     lab_ = NetnsLab::create(kMembers, why_not);
     if (!lab_) GTEST_SKIP() << why_not;
     std::string initial;
+    std::vector<std::string> addresses;
     for (int i = 0; i < kMembers; ++i) {
       if (!initial.empty()) initial += ",";
       initial += "m" + std::to_string(i) + "=http://" + lab_->address(i) + ":2380";
       if (!endpoints_.empty()) endpoints_ += ",";
-      endpoints_ += lab_->address(i) + ":2379";
+      endpoints_ += scheme() + lab_->address(i) + ":2379";
+      addresses.push_back(lab_->address(i));
     }
+    if (tls()) certificates_ = std::make_unique<TestCertificates>(addresses);
     for (int i = 0; i < kMembers; ++i) {
       EtcdMember::Options options;
       options.name = "m" + std::to_string(i);
@@ -251,6 +306,11 @@ class EtcdCluster : public ::testing::Test {
       options.peer_port = 2380;
       options.initial_cluster = initial;
       options.prefix = lab_->in_node(i, {});
+      if (tls()) {
+        options.tls_cert = certificates_->server_cert();
+        options.tls_key = certificates_->server_key();
+        options.tls_client_ca = certificates_->ca();
+      }
       members_.push_back(std::make_unique<EtcdMember>(options));
     }
     ASSERT_TRUE(eventually([&] { return leader() >= 0; }, 30s)) << "the etcd cluster elected no leader";
@@ -263,8 +323,12 @@ class EtcdCluster : public ::testing::Test {
 
   /// etcdctl inside node 0's namespace.
   CommandResult etcdctl(const std::string& endpoint, const std::vector<std::string>& args) {
-    std::vector<std::string> command = {"/usr/bin/env", "ETCDCTL_API=3", "/usr/bin/etcdctl", "--endpoints=" + endpoint,
-                                        "--command-timeout=2s"};
+    std::vector<std::string> command = {"/usr/bin/env", "ETCDCTL_API=3", "/usr/bin/etcdctl",
+                                        "--endpoints=" + scheme() + endpoint, "--command-timeout=2s"};
+    if (tls()) {
+      command.insert(command.end(), {"--cacert=" + certificates_->ca(), "--cert=" + certificates_->client_cert(),
+                                     "--key=" + certificates_->client_key()});
+    }
     command.insert(command.end(), args.begin(), args.end());
     return run_command(lab_->in_node(0, command));
   }
@@ -288,16 +352,21 @@ class EtcdCluster : public ::testing::Test {
     agents_.push_back(std::make_unique<Launch>(Launch::Command{lab_->in_node(node, concat({ddprun_binary()}, args))}));
   }
 
+  std::string scheme() const { return tls() ? "https://" : "http://"; }
+  /// The agents' --rdzv-conf for TLS, or "".
+  std::string conf() const { return tls() ? "," + tls_conf(*certificates_) : std::string(); }
+
   std::unique_ptr<NetnsLab> lab_;
+  std::unique_ptr<TestCertificates> certificates_;
   std::vector<std::unique_ptr<EtcdMember>> members_;
   std::vector<std::unique_ptr<Launch>> agents_;
   std::string endpoints_;
 };
 
-TEST_F(EtcdCluster, AJobOutlivesTheEtcdLeaderAndThenAnAgent) {
+TEST_P(EtcdCluster, AJobOutlivesTheEtcdLeaderAndThenAnAgent) {
   TempDir dir;
   const std::string worker = go_worker(dir);
-  const auto flags = etcd_node("2:3", endpoints_, "cluster", 1, "join_timeout=60,last_call_timeout=3");
+  const auto flags = etcd_node("2:3", endpoints_, "cluster", 1, "join_timeout=60,last_call_timeout=3" + conf());
   for (int node = 0; node < kMembers; ++node) start_agent(node, concat(flags, {worker}));
   ASSERT_TRUE(eventually([&] { return starts_of_world(dir, 3) == 3; }, 60s)) << "no round of 3 started";
 
@@ -351,11 +420,16 @@ TEST_F(EtcdCluster, AJobOutlivesTheEtcdLeaderAndThenAnAgent) {
   std::vector<std::pair<std::string, Outcome>> outcomes;
   for (int node = 0; node < kMembers; ++node) {
     outcomes.emplace_back("agent " + std::to_string(node), agents_[static_cast<std::size_t>(node)]->wait(kJobBound));
-    if (node != leader_index) EXPECT_EQ(outcomes.back().second.exit_status, 0) << outcomes.back().second.err;
+    if (node != leader_index) {
+      EXPECT_EQ(outcomes.back().second.exit_status, 0) << outcomes.back().second.err;
+    }
   }
   EXPECT_NE(outcomes[static_cast<std::size_t>(frozen)].second.err.find("dropped this agent"), std::string::npos)
       << outcomes[static_cast<std::size_t>(frozen)].second.err;
   if (HasFailure()) ADD_FAILURE() << "killed etcd member and agent " << leader_index << "\n" << all_output(outcomes);
 }
+
+std::string transport_name(const ::testing::TestParamInfo<bool>& param) { return param.param ? "tls" : "http"; }
+INSTANTIATE_TEST_SUITE_P(Transports, EtcdCluster, ::testing::Values(false, true), transport_name);
 
 }  // namespace

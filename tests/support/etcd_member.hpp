@@ -39,6 +39,11 @@ class EtcdMember {
     std::string initial_cluster;  ///< empty: this member alone
     std::vector<std::string> prefix;  ///< run through this first (ip netns exec NS)
     std::filesystem::path data_dir;   ///< empty: a fresh folder under /tmp, removed at the end
+    /// Both set: clients speak TLS (https://) with this certificate and key.
+    std::string tls_cert, tls_key;
+    /// Set: clients must show a certificate this CA signed (--client-cert-auth).
+    std::string tls_client_ca;
+    std::vector<std::string> extra;  ///< more flags ("--auth-token-ttl", "2")
   };
 
   explicit EtcdMember(Options options) : options_(std::move(options)) {
@@ -66,6 +71,11 @@ class EtcdMember {
 
   /// "127.0.0.1:PORT".
   std::string endpoint() const { return options_.host + ":" + std::to_string(options_.client_port); }
+  /// "https://127.0.0.1:PORT" with TLS, "http://..." without.
+  std::string client_url() const {
+    return (options_.tls_cert.empty() ? "http://" : "https://") + options_.host + ":" +
+           std::to_string(options_.client_port);
+  }
   std::string peer_url() const { return "http://" + options_.host + ":" + std::to_string(options_.peer_port); }
   const std::string& name() const { return options_.name; }
   pid_t pid() const { return pid_; }
@@ -73,7 +83,7 @@ class EtcdMember {
 
   /// Starts it (again, on the same data: a restarted member rejoins its cluster).
   void start() {
-    const std::string client = "http://" + options_.host + ":" + std::to_string(options_.client_port);
+    const std::string client = client_url();
     std::vector<std::string> argv = options_.prefix;
     for (std::string arg :
          {etcd_binary(), std::string("--name"), options_.name, std::string("--data-dir"), options_.data_dir.string(),
@@ -85,6 +95,17 @@ class EtcdMember {
           std::string("error"), std::string("--heartbeat-interval"), std::string("100"),
           std::string("--election-timeout"), std::string("1000")}) {
       argv.push_back(arg);
+    }
+    if (!options_.tls_cert.empty()) {
+      for (std::string arg : {std::string("--cert-file"), options_.tls_cert, std::string("--key-file"), options_.tls_key}) {
+        argv.push_back(arg);
+      }
+    }
+    argv.insert(argv.end(), options_.extra.begin(), options_.extra.end());
+    if (!options_.tls_client_ca.empty()) {
+      for (std::string arg : {std::string("--client-cert-auth"), std::string("--trusted-ca-file"), options_.tls_client_ca}) {
+        argv.push_back(arg);
+      }
     }
     pid_ = ::fork();
     if (pid_ == 0) {

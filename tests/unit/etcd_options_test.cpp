@@ -25,9 +25,29 @@ TEST(EtcdOptions, ConfKeys) {
   EXPECT_EQ(options.user, "u");
 }
 
-const std::string kNoTls =
-    "TLS to etcd (https://, protocol=https, cacert, cert, key) does not work yet in this ddprun; reach etcd's client "
-    "port over http";
+TEST(EtcdOptions, TlsIsOnForHttpsOrAnyTlsFile) {
+  struct Case {
+    std::string endpoints;
+    Conf conf;
+    bool tls;
+  };
+  const std::vector<Case> cases = {
+      {"h1", {}, false},
+      {"https://h1,https://h2", {}, true},
+      {"h1", {{"cacert", "/ca.pem"}}, true},
+      {"h1", {{"cert", "/c.pem"}, {"key", "/k.pem"}}, true},
+      {"h1", {{"protocol", "https"}}, true},
+      {"h1", {{"protocol", "http"}}, false},
+      {"https://h1", {{"protocol", "https"}, {"cacert", "/ca.pem"}}, true},
+  };
+  for (const auto& c : cases) EXPECT_EQ(parse_etcd_options(c.endpoints, c.conf).tls, c.tls) << c.endpoints;
+  const EtcdOptions options =
+      parse_etcd_options("https://h1", Conf{{"cacert", "/ca.pem"}, {"cert", "/c.pem"}, {"key", "/k.pem"}});
+  EXPECT_EQ(options.cacert, "/ca.pem");
+  EXPECT_EQ(options.cert, "/c.pem");
+  EXPECT_EQ(options.key, "/k.pem");
+  EXPECT_EQ(options.endpoints, (std::vector<Endpoint>{{"h1", 2379}}));
+}
 
 TEST(EtcdOptions, MistakesAreNamed) {
   struct Case {
@@ -44,10 +64,9 @@ TEST(EtcdOptions, MistakesAreNamed) {
       {"h1", {{"protocol", "grpc"}}, "protocol=grpc is not http or https"},
       {"h1", {{"protocol", "http"}, {"cacert", "/ca.pem"}}, "protocol=http, but TLS files or an https:// endpoint are given"},
       {"h1", {{"password", "p"}}, "password is given without user"},
-      {"https://h1", {}, kNoTls},
-      {"h1", {{"cacert", "/ca.pem"}}, kNoTls},
-      {"h1", {{"cert", "/c.pem"}, {"key", "/k.pem"}}, kNoTls},
-      {"h1", {{"protocol", "https"}}, kNoTls},
+      {"https://h1,http://h2", {}, "mixes http:// and https:// members: one cluster's client ports speak one protocol"},
+      {"http://h1", {{"cacert", "/ca.pem"}}, "names http:// members, but TLS is asked for (protocol=https, cacert, cert or key)"},
+      {"http://h1", {{"protocol", "https"}}, "names http:// members, but TLS is asked for (protocol=https, cacert, cert or key)"},
   };
   for (const auto& c : cases) {
     try {
