@@ -1,9 +1,8 @@
-/// The round protocol's table tests (as tests/integration/round_protocol_test.cpp has them for the
-/// TCPStore) run against both stores the agents use: the c10d store (a StoreServer on loopback)
-/// and etcd-v3 (EtcdStore on a real single-member etcd on loopback, tests/support/etcd_member.hpp),
-/// each node a thread with its own io_context and connection. Then what only etcd has: the Store
-/// contract over its transactions and watches, leases that take a dead node's heartbeat away, and
-/// the errors a user reads (no member reachable, authentication refused).
+/// The Store contract on every backend an agent's rendezvous runs on (tests/support/store_backends.hpp:
+/// the c10d store, etcd-v3 over HTTP and over TLS; the round protocol's tests on each are in
+/// round_protocol_test.cpp). Then what only etcd has: leases that take a dead node's heartbeat
+/// away, an auth token that lapses and is renewed, and the errors a user reads (no member
+/// reachable, authentication refused, every way the two sides of TLS can disagree).
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -11,166 +10,28 @@
 #include <future>
 #include <thread>
 
-#include "rendezvous/async_store_client.hpp"
 #include "rendezvous/etcd_client.hpp"
 #include "rendezvous/etcd_json.hpp"
 #include "rendezvous/etcd_store.hpp"
-#include "rendezvous/round_keys.hpp"
 #include "rendezvous/round_protocol.hpp"
-#include "rendezvous/store_server.hpp"
-#include "tests/support/etcd_member.hpp"
-#include "tests/support/loopback_store.hpp"
 #include "tests/support/round_fixtures.hpp"
-#include "tests/support/spawn_task.hpp"
-#include "tests/support/test_certificates.hpp"
+#include "tests/support/store_backends.hpp"
 
 using namespace ddprun::rendezvous;
+using ddprun::testing::Backend;
 using ddprun::testing::dynamic_job;
 using ddprun::testing::EtcdMember;
-using ddprun::testing::ids_of;
-using ddprun::testing::node;
-using ddprun::testing::static_job;
+using ddprun::testing::fresh_prefix;
+using ddprun::testing::StoreBackendTest;
 using ddprun::testing::TestCertificates;
 using namespace std::chrono_literals;
 
 namespace {
 
-/// One node's connection, as an agent has: an io_context of its own, which run() drives from the
-/// calling thread until the coroutine completes. With etcd, a session of its own too (its leases).
-class Connection {
- public:
-  explicit Connection(const StoreClientOptions& options)
-      : store_(std::make_unique<AsyncStoreClient>(io_.get_executor(), options)) {}
-  explicit Connection(const EtcdOptions& options) : session_(EtcdSession::create(io_.get_executor(), options)) {
-    store_ = std::make_unique<EtcdStore>(io_.get_executor(), session_, 10s, 20s);
-  }
-  ~Connection() {
-    store_.reset();
-    if (session_) session_->stop();
-    io_.restart();
-    io_.poll();  // what the stop wound down
-  }
-  template <class T>
-  T run(Task<T> task) {
-    return ddprun::testing::run_to_completion(io_, std::move(task));
-  }
-  Store& store() { return *store_; }
-  EtcdSession* session() { return session_.get(); }
-  /// Runs the loop (renewals) for `how_long`.
-  void idle(std::chrono::milliseconds how_long) {
-    io_.restart();
-    io_.run_for(how_long);
-  }
+class StoreContractTest : public StoreBackendTest {};
 
- private:
-  boost::asio::io_context io_;
-  std::shared_ptr<EtcdSession> session_;
-  std::unique_ptr<Store> store_;
-};
-
-/// etcd_tls: the member speaks only TLS and wants a client certificate its CA signed.
-enum class Backend { c10d, etcd, etcd_tls };
-
-std::string backend_name(const ::testing::TestParamInfo<Backend>& info) {
-  switch (info.param) {
-    case Backend::c10d: return "c10d";
-    case Backend::etcd: return "etcd";
-    case Backend::etcd_tls: return "etcd_tls";
-  }
-  return "?";
-}
-
-/// A fresh key prefix per test, so that tests never see each other's keys in the one etcd.
-std::string fresh_prefix() {
-  static std::atomic<int> next{0};
-  return "/test-" + std::to_string(::getpid()) + "-" + std::to_string(next++) + "/";
-}
-
-class StoreBackendTest : public ::testing::TestWithParam<Backend> {
- protected:
-  void SetUp() override {
-    if (GetParam() == Backend::c10d) {
-      server_ = ddprun::testing::start_loopback_store();
-      return;
-    }
-    if (ddprun::testing::etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server)";
-    EtcdMember::Options member;
-    if (GetParam() == Backend::etcd_tls) {
-      certificates_ = std::make_unique<TestCertificates>(std::vector<std::string>{"127.0.0.1", "localhost"});
-      member.tls_cert = certificates_->server_cert();
-      member.tls_key = certificates_->server_key();
-      member.tls_client_ca = certificates_->ca();
-      etcd_options_.tls = true;
-      etcd_options_.cacert = certificates_->ca();
-      etcd_options_.cert = certificates_->client_cert();
-      etcd_options_.key = certificates_->client_key();
-    }
-    etcd_ = std::make_unique<EtcdMember>(member);
-    ASSERT_TRUE(etcd_->wait_ready()) << "etcd did not come up";
-    etcd_options_.endpoints = {Endpoint{"127.0.0.1", std::stoi(etcd_->endpoint().substr(10))}};
-    etcd_options_.key_prefix = fresh_prefix();
-    etcd_options_.lease_ttl = 2s;
-  }
-
-  StoreClientOptions client_options() const {
-    StoreClientOptions options;
-    options.host = "127.0.0.1";
-    options.port = server_->port();
-    options.timeout = 20s;
-    return options;
-  }
-  /// A node's connection, for the protocol (and the test's own looks at the keys).
-  std::unique_ptr<Connection> connection() {
-    if (GetParam() == Backend::c10d) return std::make_unique<Connection>(client_options());
-    return std::make_unique<Connection>(etcd_options_);
-  }
-
-  /// Each node joins from its own thread and connection; returns the decisions in `nodes` order.
-  std::vector<RoundDecision> join_all(const RendezvousSettings& settings, const std::vector<NodeInfo>& nodes) {
-    std::vector<std::future<RoundDecision>> joins;
-    for (const auto& info : nodes) {
-      joins.push_back(std::async(std::launch::async, [this, settings, info] {
-        auto node = connection();
-        RoundProtocol protocol(node->store(), settings);
-        node->run(protocol.check_job(info));
-        return node->run(protocol.join(info));
-      }));
-    }
-    std::vector<RoundDecision> decisions;
-    for (auto& join : joins) decisions.push_back(join.get());
-    return decisions;
-  }
-
-  /// The test's own look at the store.
-  void wait_for(const std::string& key) {
-    auto look = connection();
-    look->run(look->store().wait({key}, 20s));
-  }
-  bool exists(const std::string& key) {
-    auto look = connection();
-    return look->run(look->store().check({key}));
-  }
-
-  std::unique_ptr<StoreServer> server_;
-  std::unique_ptr<TestCertificates> certificates_;
-  std::unique_ptr<EtcdMember> etcd_;
-  EtcdOptions etcd_options_;
-};
-
-/// What `join` throws as a RendezvousError; fails the test when it returns instead.
-template <class Join>
-std::string rendezvous_error_of(Join join) {
-  try {
-    join();
-    ADD_FAILURE() << "joined";
-  } catch (const RendezvousError& error) {
-    return error.what();
-  }
-  return {};
-}
-
-// The Store contract, the same on both: the table of compare_set's cases, add, check, wait.
-TEST_P(StoreBackendTest, StoreContract) {
+// The Store contract, the same on every backend: the table of compare_set's cases, add, check, wait.
+TEST_P(StoreContractTest, StoreContract) {
   auto n = connection();
   Store& store = n->store();
   struct Case {
@@ -228,169 +89,7 @@ TEST_P(StoreBackendTest, StoreContract) {
   EXPECT_EQ(n->run(store.get("ddprun/rdzv/contract/many", 1s)), "43");
 }
 
-TEST_P(StoreBackendTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
-  auto decisions = join_all(static_job(3), {node("c", 2, 2), node("a", 1, 0), node("b", 3, 1)});
-  for (const auto& decision : decisions) {
-    EXPECT_EQ(encode_decision(decision), encode_decision(decisions.front()));
-    EXPECT_EQ(ids_of(decision), (std::vector<std::string>{"a", "b", "c"}));
-    EXPECT_EQ(decision.world_size(), 6);
-  }
-}
-
-TEST_P(StoreBackendTest, ASecondNodeWithATakenStaticRankIsTurnedAwayAtOnce) {
-  RendezvousSettings settings = static_job(2);
-  auto holder = std::async(std::launch::async, [&] {
-    auto a = connection();
-    return a->run(RoundProtocol(a->store(), settings).join(node("a", 1, 1)));
-  });
-  auto b = connection();
-  RoundProtocol protocol(b->store(), settings);
-  wait_for(protocol.keys().join_slot(0, 0));
-  EXPECT_EQ(rendezvous_error_of([&] { b->run(protocol.join(node("b", 1, 1))); }),
-            "node rank 1 is taken by host-a (127.0.0.1), which joined round 0 of job 'job' first: give each node of "
-            "the job its own --node-rank");
-  auto decisions = join_all(settings, {node("c", 1, 0)});
-  EXPECT_EQ(ids_of(decisions.front()), (std::vector<std::string>{"c", "a"}));
-  EXPECT_EQ(ids_of(holder.get()), (std::vector<std::string>{"c", "a"}));
-}
-
-TEST_P(StoreBackendTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoeverCameFirst) {
-  int job = 0;
-  for (const auto& c : ddprun::testing::static_shape_conflicts()) {
-    SCOPED_TRACE(c.what);
-    RendezvousSettings first = static_job(c.first_nnodes);
-    first.run_id = "shape" + std::to_string(job++);
-    RendezvousSettings second = static_job(c.second_nnodes);
-    second.run_id = first.run_id;
-    auto waiting = std::async(std::launch::async, [&] {
-      auto a = connection();
-      RoundProtocol protocol(a->store(), first);
-      a->run(protocol.check_job(node("a", 1, 0)));
-      return rendezvous_error_of([&] { a->run(protocol.join(node("a", 1, 0))); });
-    });
-    auto b = connection();
-    RoundProtocol protocol(b->store(), second);
-    wait_for(protocol.keys().join_slot(0, 0));
-    EXPECT_EQ(rendezvous_error_of([&] { b->run(protocol.check_job(node("b", 1, 1))); }), c.expected);
-    EXPECT_EQ(waiting.get(), c.expected);
-  }
-}
-
-TEST_P(StoreBackendTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) {
-  auto full = join_all(dynamic_job(2, 3), {node("a"), node("b"), node("c")});
-  EXPECT_EQ(full.front().nodes.size(), 3U);
-  RendezvousSettings settings = dynamic_job(2, 3);
-  settings.run_id = "partial";
-  auto start = std::chrono::steady_clock::now();
-  auto partial = join_all(settings, {node("a"), node("b")});
-  EXPECT_GE(std::chrono::steady_clock::now() - start, settings.last_call_timeout);
-  EXPECT_EQ(partial.front().nodes.size(), 2U);
-  EXPECT_EQ(encode_decision(partial[0]), encode_decision(partial[1]));
-}
-
-TEST_P(StoreBackendTest, AfterALostNodeTheSurvivorsFormTheNextRound) {
-  RendezvousSettings settings = dynamic_job(2, 3);
-  auto first = join_all(settings, {node("a"), node("b"), node("c")}).front();
-  const NodeInfo& lost = first.nodes.at(1);
-  auto n = connection();
-  n->run(RoundProtocol(n->store(), settings).end_round(first.round, RoundEnd{EndKind::lost, lost.id, "lost"}));
-  settings.last_call_timeout = 60s;  // the survivors must not wait for it
-  std::vector<NodeInfo> survivors;
-  for (const auto& each : first.nodes) {
-    if (each.id == lost.id) continue;
-    NodeInfo again = each;
-    again.previous_rank = first.group_rank_of(each.id);
-    survivors.push_back(again);
-  }
-  auto second = join_all(settings, survivors);
-  EXPECT_EQ(second.front().round, first.round + 1);
-  EXPECT_EQ(second.front().nodes.size(), 2U);
-  EXPECT_EQ(second.front().restart_count, 0) << "a lost node uses no restart";
-  EXPECT_EQ(second.front().nodes.at(1).id, first.nodes.at(2).id);
-}
-
-TEST_P(StoreBackendTest, AFailureCountsARestartForTheNextRound) {
-  RendezvousSettings settings = dynamic_job(2, 2);
-  auto first = join_all(settings, {node("a"), node("b")}).front();
-  auto a = connection();
-  a->run(RoundProtocol(a->store(), settings).end_round(first.round, RoundEnd{EndKind::failure, "a", "rank 0 failed"}));
-  auto second = join_all(settings, {node("a"), node("b")}).front();
-  EXPECT_EQ(second.round, 1);
-  EXPECT_EQ(second.restart_count, 1);
-}
-
-TEST_P(StoreBackendTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludesIt) {
-  RendezvousSettings settings = dynamic_job(2, 3);
-  auto first = join_all(settings, {node("a"), node("b")}).front();
-  auto late = std::async(std::launch::async, [&] {
-    auto c = connection();
-    return c->run(RoundProtocol(c->store(), settings).join(node("c")));
-  });
-  auto a = connection();
-  RoundEnd end = a->run(RoundProtocol(a->store(), settings).wait_end(first.round, 20s));
-  EXPECT_EQ(end.kind, EndKind::joined);
-  EXPECT_EQ(end.node, "c");
-  auto second = join_all(settings, {node("a"), node("b")});
-  RoundDecision with_late = late.get();
-  EXPECT_EQ(with_late.nodes.size(), 3U);
-  EXPECT_EQ(encode_decision(with_late), encode_decision(second.front()));
-}
-
-TEST_P(StoreBackendTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
-  RendezvousSettings settings = dynamic_job(2, 3);
-  auto decisions = join_all(settings, {node("a"), node("b")});
-  auto a = connection();
-  RoundProtocol protocol(a->store(), settings);
-  a->run(protocol.mark_finished(decisions.front(), node("a")));
-  EXPECT_FALSE(exists(protocol.keys().end(decisions.front().round))) << "b has not finished yet";
-  a->run(protocol.mark_finished(decisions.front(), node("b")));
-  EXPECT_EQ(a->run(protocol.wait_end(decisions.front().round, 5s)).kind, EndKind::finished);
-  try {
-    a->run(protocol.join(node("late")));
-    FAIL() << "a late node joined a finished job";
-  } catch (const RendezvousClosed& error) {
-    EXPECT_NE(std::string(error.what()).find("already finished"), std::string::npos) << error.what();
-  }
-}
-
-TEST_P(StoreBackendTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
-  RendezvousSettings settings = dynamic_job(3, 3);
-  settings.join_timeout = 500ms;
-  auto alone = connection();
-  RoundProtocol protocol(alone->store(), settings);
-  try {
-    alone->run(protocol.join(node("alone")));
-    FAIL() << "a round of one formed with MIN 3";
-  } catch (const RendezvousError& error) {
-    std::string message = error.what();
-    EXPECT_NE(message.find("did not form within 500 ms"), std::string::npos) << message;
-    EXPECT_NE(message.find("host-alone (127.0.0.1)"), std::string::npos) << message;
-  }
-}
-
-TEST_P(StoreBackendTest, ANodeOfAnotherShapeIsTurnedAway) {
-  auto n = connection();
-  auto check = [&](const RendezvousSettings& settings, const NodeInfo& self) {
-    RoundProtocol protocol(n->store(), settings);
-    n->run(protocol.check_job(self));
-  };
-  check(dynamic_job(2, 4), node("a"));
-  check(dynamic_job(2, 4), node("b"));
-  EXPECT_EQ(rendezvous_error_of([&] { check(dynamic_job(2, 3), node("c")); }),
-            "node host-c (127.0.0.1) says --nnodes=2:3, but this job was started with --nnodes=2:4 by node host-a "
-            "(127.0.0.1): start every node of a job with the same --nnodes");
-}
-
-TEST_P(StoreBackendTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
-  auto n = connection();
-  RoundProtocol protocol(n->store(), dynamic_job(1, 1));
-  n->run(protocol.beat("a", 7));
-  n->run(n->store().set(protocol.keys().heartbeat("b"), "not a number"));
-  EXPECT_EQ(n->run(protocol.read_beats({"a", "b", "c"})), (std::vector<std::int64_t>{7, -1, -1}));
-}
-
-INSTANTIATE_TEST_SUITE_P(Stores, StoreBackendTest, ::testing::Values(Backend::c10d, Backend::etcd, Backend::etcd_tls),
-                         backend_name);
+INSTANTIATE_TEST_SUITE_P(Stores, StoreContractTest, ddprun::testing::all_backends(), ddprun::testing::backend_name);
 
 // What only etcd has.
 class EtcdOnlyTest : public StoreBackendTest {};
@@ -477,7 +176,7 @@ TEST_P(EtcdOnlyTest, AWrongPasswordIsAnAuthenticationErrorAndNoneIsToo) {
   session->stop();
 }
 
-INSTANTIATE_TEST_SUITE_P(Stores, EtcdOnlyTest, ::testing::Values(Backend::etcd), backend_name);
+INSTANTIATE_TEST_SUITE_P(Stores, EtcdOnlyTest, ::testing::Values(Backend::etcd), ddprun::testing::backend_name);
 
 // etcd's auth token lapses after --auth-token-ttl seconds unused: the store gets a new one when etcd
 // says "invalid auth token", and the request goes through.

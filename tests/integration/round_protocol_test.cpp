@@ -1,7 +1,8 @@
-/// RoundProtocol against a real StoreServer on loopback: several nodes, each a thread with its own
-/// io_context and connection (AsyncStoreClient), as agents on several machines would be; each
-/// thread runs the protocol's coroutines to completion. The same rules without a server, with
-/// time driven by the test: tests/unit/round_protocol_test.cpp.
+/// RoundProtocol on every store an agent's rendezvous runs on (tests/support/store_backends.hpp:
+/// the c10d store on loopback, and a real etcd over HTTP and over TLS): several nodes, each a
+/// thread with its own io_context and connection, as agents on several machines would be; each
+/// thread runs the protocol's coroutines to completion. The same rules without a store, with time
+/// driven by the test: tests/unit/round_protocol_test.cpp.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -9,74 +10,25 @@
 #include <future>
 #include <thread>
 
-#include "rendezvous/async_store_client.hpp"
 #include "rendezvous/round_keys.hpp"
 #include "rendezvous/round_protocol.hpp"
-#include "rendezvous/store_client.hpp"
-#include "rendezvous/store_server.hpp"
-#include "tests/support/loopback_store.hpp"
 #include "tests/support/round_fixtures.hpp"
-#include "tests/support/spawn_task.hpp"
+#include "tests/support/store_backends.hpp"
 
 using namespace ddprun::rendezvous;
 using ddprun::testing::dynamic_job;
 using ddprun::testing::ids_of;
 using ddprun::testing::node;
 using ddprun::testing::static_job;
+using ddprun::testing::StoreBackendTest;
+using ddprun::testing::rendezvous_error_of;
 using namespace std::chrono_literals;
 
 namespace {
 
-/// One node's connection, as an agent has: an io_context of its own, which run() drives from the
-/// calling thread until the coroutine completes.
-class Connection {
- public:
-  explicit Connection(const StoreClientOptions& options) : client_(io_.get_executor(), options) {}
-  template <class T>
-  T run(Task<T> task) {
-    return ddprun::testing::run_to_completion(io_, std::move(task));
-  }
-  Store& store() { return client_; }
+class RoundProtocolTest : public StoreBackendTest {};
 
- private:
-  boost::asio::io_context io_;
-  AsyncStoreClient client_;
-};
-
-class RoundProtocolTest : public ::testing::Test {
- protected:
-  StoreClientOptions client_options() const {
-    StoreClientOptions options;
-    options.host = "127.0.0.1";
-    options.port = server_->port();
-    options.timeout = 20s;
-    return options;
-  }
-  /// A blocking client, for the test's own looks at the keys.
-  std::unique_ptr<StoreClient> client() { return std::make_unique<StoreClient>(client_options()); }
-  /// A node's connection, for the protocol.
-  std::unique_ptr<Connection> connection() { return std::make_unique<Connection>(client_options()); }
-
-  /// Each node joins from its own thread and connection; returns the decisions in `nodes` order.
-  std::vector<RoundDecision> join_all(const RendezvousSettings& settings, const std::vector<NodeInfo>& nodes) {
-    std::vector<std::future<RoundDecision>> joins;
-    for (const auto& info : nodes) {
-      joins.push_back(std::async(std::launch::async, [this, settings, info] {
-        auto node = connection();
-        RoundProtocol protocol(node->store(), settings);
-        node->run(protocol.check_job(info));
-        return node->run(protocol.join(info));
-      }));
-    }
-    std::vector<RoundDecision> decisions;
-    for (auto& join : joins) decisions.push_back(join.get());
-    return decisions;
-  }
-
-  std::unique_ptr<StoreServer> server_ = ddprun::testing::start_loopback_store();
-};
-
-TEST_F(RoundProtocolTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
+TEST_P(RoundProtocolTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
   RendezvousSettings settings = static_job(3);
   auto decisions = join_all(settings, {node("c", 2, 2), node("a", 1, 0), node("b", 3, 1)});
   for (const auto& decision : decisions) {
@@ -88,28 +40,15 @@ TEST_F(RoundProtocolTest, StaticRanksFollowNodeRankWhateverTheJoinOrder) {
   }
 }
 
-/// What `join` throws as a RendezvousError; fails the test when it returns instead.
-template <class Join>
-std::string rendezvous_error_of(Join join) {
-  try {
-    join();
-    ADD_FAILURE() << "joined";
-  } catch (const RendezvousError& error) {
-    return error.what();
-  }
-  return {};
-}
-
-TEST_F(RoundProtocolTest, ASecondNodeWithATakenStaticRankIsTurnedAwayAtOnceAndTheRoundFormsWithoutIt) {
+TEST_P(RoundProtocolTest, ASecondNodeWithATakenStaticRankIsTurnedAwayAtOnceAndTheRoundFormsWithoutIt) {
   RendezvousSettings settings = static_job(2);
   auto holder = std::async(std::launch::async, [&] {
     auto a = connection();
     return a->run(RoundProtocol(a->store(), settings).join(node("a", 1, 1)));
   });
-  auto store = client();
   auto b = connection();
   RoundProtocol protocol(b->store(), settings);
-  store->wait({protocol.keys().join_slot(0, 0)});  // a holds rank 1 and waits in round 0
+  wait_for(protocol.keys().join_slot(0, 0));  // a holds rank 1 and waits in round 0
   std::string refused = rendezvous_error_of([&] { b->run(protocol.join(node("b", 1, 1))); });
   EXPECT_EQ(refused,
             "node rank 1 is taken by host-a (127.0.0.1), which joined round 0 of job 'job' first: give each node of "
@@ -120,7 +59,7 @@ TEST_F(RoundProtocolTest, ASecondNodeWithATakenStaticRankIsTurnedAwayAtOnceAndTh
   EXPECT_EQ(ids_of(holder.get()), (std::vector<std::string>{"c", "a"}));
 }
 
-TEST_F(RoundProtocolTest, ASecondNodeWithAStaticRankInARunningRoundIsTurnedAwayWhileItsHolderBeats) {
+TEST_P(RoundProtocolTest, ASecondNodeWithAStaticRankInARunningRoundIsTurnedAwayWhileItsHolderBeats) {
   RendezvousSettings settings = static_job(2);
   settings.keep_alive_interval = 100ms;
   auto first = join_all(settings, {node("a", 1, 0), node("b", 1, 1)}).front();
@@ -134,7 +73,6 @@ TEST_F(RoundProtocolTest, ASecondNodeWithAStaticRankInARunningRoundIsTurnedAwayW
       std::this_thread::sleep_for(settings.keep_alive_interval / 2);
     }
   });
-  auto store = client();
   auto b2 = connection();
   std::string refused =
       rendezvous_error_of([&] { b2->run(RoundProtocol(b2->store(), settings).join(node("b2", 1, 1))); });
@@ -143,10 +81,10 @@ TEST_F(RoundProtocolTest, ASecondNodeWithAStaticRankInARunningRoundIsTurnedAwayW
   EXPECT_EQ(refused,
             "node rank 1 is taken by host-b (127.0.0.1), which runs in round 0 of job 'job' and is alive (its "
             "heartbeat goes on): give each node of the job its own --node-rank");
-  EXPECT_FALSE(store->check({RoundKeys(settings.run_id).end(first.round)})) << "the round runs on";
+  EXPECT_FALSE(exists(RoundKeys(settings.run_id).end(first.round))) << "the round runs on";
 }
 
-TEST_F(RoundProtocolTest, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAndTakesItsPlace) {
+TEST_P(RoundProtocolTest, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAndTakesItsPlace) {
   RendezvousSettings settings = static_job(2);
   settings.keep_alive_interval = 100ms;
   auto first = join_all(settings, {node("a", 1, 0), node("b", 1, 1)}).front();
@@ -164,7 +102,7 @@ TEST_F(RoundProtocolTest, AStaticNodeReplacingASilentOneWaitsForTheRoundToEndAnd
   EXPECT_EQ(ids_of(replacement.get()), (std::vector<std::string>{"a", "b2"}));
 }
 
-TEST_F(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoeverCameFirst) {
+TEST_P(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoeverCameFirst) {
   // The node that records the shape fixes it: the message names it and the disagreeing node, both
   // values, and reaches the nodes that already wait in the round.
   int job = 0;
@@ -180,10 +118,9 @@ TEST_F(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoe
       a->run(protocol.check_job(node("a", 1, 0)));
       return rendezvous_error_of([&] { a->run(protocol.join(node("a", 1, 0))); });
     });
-    auto store = client();
-    auto b = connection();
+      auto b = connection();
     RoundProtocol protocol(b->store(), second);
-    store->wait({protocol.keys().join_slot(0, 0)});  // a waits in round 0
+    wait_for(protocol.keys().join_slot(0, 0));  // a waits in round 0
     EXPECT_EQ(rendezvous_error_of([&] { b->run(protocol.check_job(node("b", 1, 1))); }), c.expected);
     EXPECT_EQ(waiting.get(), c.expected);
     // A node that agrees with the job and comes later reads the same.
@@ -196,7 +133,7 @@ TEST_F(RoundProtocolTest, AStaticNodeOfAnotherShapeFailsTheNodesWaitingForItWhoe
   }
 }
 
-TEST_F(RoundProtocolTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) {
+TEST_P(RoundProtocolTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) {
   auto full = join_all(dynamic_job(2, 3), {node("a"), node("b"), node("c")});
   EXPECT_EQ(full.front().nodes.size(), 3U);
 
@@ -209,7 +146,7 @@ TEST_F(RoundProtocolTest, FullRoundClosesAtOnceAndPartialRoundAfterTheLastCall) 
   EXPECT_EQ(encode_decision(partial[0]), encode_decision(partial[1]));
 }
 
-TEST_F(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLastCall) {
+TEST_P(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLastCall) {
   RendezvousSettings settings = dynamic_job(2, 3);
   auto first = join_all(settings, {node("a"), node("b"), node("c")}).front();
   const NodeInfo& lost = first.nodes.at(1);
@@ -236,7 +173,7 @@ TEST_F(RoundProtocolTest, AfterALostNodeTheSurvivorsFormTheNextRoundWithoutTheLa
   EXPECT_EQ(second.front().nodes.at(1).id, first.nodes.at(2).id);
 }
 
-TEST_F(RoundProtocolTest, AFailureCountsARestartForTheNextRound) {
+TEST_P(RoundProtocolTest, AFailureCountsARestartForTheNextRound) {
   RendezvousSettings settings = dynamic_job(2, 2);
   auto first = join_all(settings, {node("a"), node("b")}).front();
   auto a = connection();
@@ -246,7 +183,7 @@ TEST_F(RoundProtocolTest, AFailureCountsARestartForTheNextRound) {
   EXPECT_EQ(second.restart_count, 1);
 }
 
-TEST_F(RoundProtocolTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludesIt) {
+TEST_P(RoundProtocolTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludesIt) {
   RendezvousSettings settings = dynamic_job(2, 3);
   auto first = join_all(settings, {node("a"), node("b")}).front();
   ASSERT_EQ(first.nodes.size(), 2U);
@@ -268,14 +205,13 @@ TEST_F(RoundProtocolTest, ANodeArrivingDuringARoundEndsItAndTheNextRoundIncludes
   EXPECT_EQ(with_late.restart_count, 0) << "scaling up uses no restart";
 }
 
-TEST_F(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
+TEST_P(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
   RendezvousSettings settings = dynamic_job(2, 3);
   auto decisions = join_all(settings, {node("a"), node("b")});
-  auto store = client();
   auto a = connection();
   RoundProtocol protocol(a->store(), settings);
   a->run(protocol.mark_finished(decisions.front(), node("a")));
-  EXPECT_FALSE(store->check({protocol.keys().end(decisions.front().round)})) << "b has not finished yet";
+  EXPECT_FALSE(exists(protocol.keys().end(decisions.front().round))) << "b has not finished yet";
   a->run(protocol.mark_finished(decisions.front(), node("b")));
   EXPECT_EQ(a->run(protocol.wait_end(decisions.front().round, 5s)).kind, EndKind::finished);
 
@@ -287,7 +223,7 @@ TEST_F(RoundProtocolTest, WhenEveryNodeFinishedTheJobIsClosedToLateNodes) {
   }
 }
 
-TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
+TEST_P(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
   RendezvousSettings settings = dynamic_job(3, 3);
   settings.join_timeout = 500ms;
   auto alone = connection();
@@ -303,8 +239,7 @@ TEST_F(RoundProtocolTest, JoinTimeoutNamesWhoJoinedAndWhatIsMissing) {
   }
 }
 
-TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
-  auto store = client();
+TEST_P(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
   auto n = connection();
   // Each check on a protocol of its own, as each node has; the protocol lives until its check ends.
   auto check = [&](const RendezvousSettings& settings, const NodeInfo& self) {
@@ -322,7 +257,7 @@ TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
             "node host-d (127.0.0.1) says --max-restarts=3, but this job was started with --max-restarts=0 by node "
             "host-a (127.0.0.1): start every node of a job with the same --max-restarts");
 
-  store->set(kHostedRunIdKey, "other");
+  set(kHostedRunIdKey, "other");
   try {
     check(dynamic_job(2, 4), node("a"));
     FAIL() << "joined the store of job 'other'";
@@ -331,8 +266,8 @@ TEST_F(RoundProtocolTest, ANodeOfAnotherShapeOrAnotherJobIsTurnedAway) {
   }
 }
 
-TEST_F(RoundProtocolTest, AC10dNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
-  // c10d rounds can form without it: only the disagreeing node fails.
+TEST_P(RoundProtocolTest, AnElasticNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
+  // Elastic rounds (c10d, etcd-v3) can form without it: only the disagreeing node fails.
   RendezvousSettings settings = dynamic_job(2, 2);
   auto n = connection();
   {
@@ -348,15 +283,16 @@ TEST_F(RoundProtocolTest, AC10dNodeOfAnotherShapeLeavesTheRoundToTheOthers) {
   EXPECT_EQ(decisions.front().nodes.size(), 2U);
 }
 
-TEST_F(RoundProtocolTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
-  auto store = client();
+TEST_P(RoundProtocolTest, HeartbeatsAreCountersAndAMissingOneReadsAsMinusOne) {
   auto n = connection();
   RoundProtocol protocol(n->store(), dynamic_job(1, 1));
   n->run(protocol.beat("a", 7));
-  store->set(protocol.keys().heartbeat("b"), "not a number");
+  set(protocol.keys().heartbeat("b"), "not a number");
   // read_beats WAITs for the keys (join() creates them); give "c" one so the read ends.
-  store->set(protocol.keys().heartbeat("c"), "");
+  set(protocol.keys().heartbeat("c"), "");
   EXPECT_EQ(n->run(protocol.read_beats({"a", "b", "c"})), (std::vector<std::int64_t>{7, -1, -1}));
 }
+
+INSTANTIATE_TEST_SUITE_P(Stores, RoundProtocolTest, ddprun::testing::all_backends(), ddprun::testing::backend_name);
 
 }  // namespace
