@@ -9,9 +9,12 @@ etcd_startup: N agents on this machine (N = 8, 64 by default), 1 worker each, on
   the Nth worker wrote its line into a FIFO; the same code runs it), for three launchers in turn:
     etcd-v3: ddprun --rdzv-backend etcd-v3 --rdzv-endpoint 127.0.0.1:<etcd> (a single etcd
              member of this harness's own, on loopback; a fresh key_prefix per run)
+    etcd-v3 TLS: the same against a second member that speaks only TLS and wants client
+             certificates (--client-cert-auth; certificates made here with the openssl command)
     c10d:    ddprun --rdzv-backend c10d --rdzv-endpoint 127.0.0.1:<free port>
     anchor:  torchrun-anchor --rdzv_backend c10d (run with /usr/bin/python3 by its own #!)
-  ratios: c10d / etcd-v3 and anchor / etcd-v3 (> 1: etcd-v3 is faster).
+  ratios: c10d / etcd-v3 and anchor / etcd-v3 (> 1: etcd-v3 is faster), and TLS / etcd-v3 (what
+  TLS costs).
 
 etcd_failover_leader: a 3-member etcd cluster on loopback, 2 agents of an elastic 2:3 job
   (lease_ttl 3, keep_alive_interval 1) whose workers wait. At t0 the etcd leader is SIGKILLed and a
@@ -49,6 +52,7 @@ import rendezvous_bench as rb
 REPO = Path(__file__).resolve().parent.parent
 ETCD = shutil.which("etcd") or "/usr/bin/etcd"
 ETCDCTL = shutil.which("etcdctl") or "/usr/bin/etcdctl"
+OPENSSL = shutil.which("openssl") or "/usr/bin/openssl"
 
 
 def say(text=""):
@@ -59,25 +63,63 @@ fmt = rb.fmt
 free_port = rb.free_port
 
 
-class Etcd:
-    """etcd members on 127.0.0.1 of this harness's own (data under `tmp`), stopped by stop()."""
+class Certificates:
+    """A CA, a server certificate for 127.0.0.1 and a client certificate, as PEM files in `dir`."""
 
-    def __init__(self, tmp, members=1):
+    def __init__(self, tmp):
+        self.dir = Path(tempfile.mkdtemp(prefix="tls-", dir=tmp))
+        d = self.dir
+
+        def openssl(*args):
+            r = subprocess.run([OPENSSL, *map(str, args)], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise BenchError(f"openssl {' '.join(map(str, args))} failed: {r.stderr.strip()}")
+
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes"]
+        openssl("req", "-x509", *ec, "-keyout", d / "ca.key", "-out", d / "ca.pem", "-days", "2", "-subj", "/CN=bench CA")
+        for name, ext in (("server", "subjectAltName=IP:127.0.0.1\nextendedKeyUsage=serverAuth,clientAuth"),
+                          ("client", "extendedKeyUsage=clientAuth")):
+            (d / f"{name}.ext").write_text(ext + "\n")
+            openssl("req", *ec, "-keyout", d / f"{name}.key", "-out", d / f"{name}.csr", "-subj", f"/CN={name}")
+            openssl("x509", "-req", "-in", d / f"{name}.csr", "-CA", d / "ca.pem", "-CAkey", d / "ca.key",
+                    "-CAcreateserial", "-out", d / f"{name}.pem", "-days", "2", "-extfile", d / f"{name}.ext")
+
+    def conf(self):
+        """--rdzv-conf's TLS keys for the client."""
+        d = self.dir
+        return f"cacert={d / 'ca.pem'},cert={d / 'client.pem'},key={d / 'client.key'}"
+
+
+class Etcd:
+    """etcd members on 127.0.0.1 of this harness's own (data under `tmp`), stopped by stop(); with
+    `certificates`, clients must speak TLS and show a certificate of their CA."""
+
+    def __init__(self, tmp, members=1, certificates=None):
         self.ports = [(free_port(), free_port()) for _ in range(members)]
         cluster = ",".join(f"m{i}=http://127.0.0.1:{peer}" for i, (_, peer) in enumerate(self.ports))
+        scheme = "https" if certificates else "http"
+        tls = []
+        if certificates:
+            d = certificates.dir
+            tls = ["--cert-file", d / "server.pem", "--key-file", d / "server.key", "--client-cert-auth",
+                   "--trusted-ca-file", d / "ca.pem"]
         self.procs = []
         for i, (client, peer) in enumerate(self.ports):
             data = Path(tempfile.mkdtemp(prefix=f"etcd-m{i}-", dir=tmp))
             self.procs.append(subprocess.Popen(
                 [ETCD, "--name", f"m{i}", "--data-dir", str(data),
-                 "--listen-client-urls", f"http://127.0.0.1:{client}",
-                 "--advertise-client-urls", f"http://127.0.0.1:{client}",
+                 "--listen-client-urls", f"{scheme}://127.0.0.1:{client}",
+                 "--advertise-client-urls", f"{scheme}://127.0.0.1:{client}",
                  "--listen-peer-urls", f"http://127.0.0.1:{peer}",
                  "--initial-advertise-peer-urls", f"http://127.0.0.1:{peer}",
                  "--initial-cluster", cluster, "--initial-cluster-state", "new",
-                 "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "error"],
+                 "--heartbeat-interval", "100", "--election-timeout", "1000", "--log-level", "error", *map(str, tls)],
                 stdout=subprocess.DEVNULL, stderr=open(data / "log", "w"), start_new_session=True))
-        self.endpoints = [f"127.0.0.1:{c}" for c, _ in self.ports]
+        self.endpoints = [f"{scheme}://127.0.0.1:{c}" for c, _ in self.ports]
+        self.tls_flags = []
+        if certificates:
+            d = certificates.dir
+            self.tls_flags = [f"--cacert={d / 'ca.pem'}", f"--cert={d / 'client.pem'}", f"--key={d / 'client.key'}"]
         deadline = time.monotonic() + 30
         while self.leader() is None:
             if time.monotonic() > deadline:
@@ -90,8 +132,8 @@ class Etcd:
         for i, endpoint in enumerate(self.endpoints):
             if self.procs[i].poll() is not None:
                 continue
-            r = subprocess.run([ETCDCTL, f"--endpoints={endpoint}", "--command-timeout=1s", "endpoint", "status",
-                                "-w", "json"], capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"})
+            r = subprocess.run([ETCDCTL, f"--endpoints={endpoint}", *self.tls_flags, "--command-timeout=1s", "endpoint",
+                                "status", "-w", "json"], capture_output=True, text=True, env={**os.environ, "ETCDCTL_API": "3"})
             m, l = re.search(r'"member_id":(\d+)', r.stdout), re.search(r'"leader":(\d+)', r.stdout)
             if r.returncode == 0 and m and l and m.group(1) == l.group(1):
                 return i
@@ -119,11 +161,12 @@ _prefix = [0]
 
 
 def agent_cmd(kind, a, n, port, worker):
-    if kind == "etcd":
+    if kind in ("etcd", "etcd-tls"):
         _prefix[0] += 1
+        tls = kind == "etcd-tls"
         return [a.rdzv_ddprun, "--nnodes", f"{n}:{n}", "--rdzv-backend", "etcd-v3",
-                "--rdzv-endpoint", a.etcd_endpoint, "--rdzv-id", "bench",
-                "--rdzv-conf", f"key_prefix=/bench-{os.getpid()}-{_prefix[0]}",
+                "--rdzv-endpoint", a.etcd_tls_endpoint if tls else a.etcd_endpoint, "--rdzv-id", "bench",
+                "--rdzv-conf", f"key_prefix=/bench-{os.getpid()}-{_prefix[0]}" + ("," + a.etcd_tls_conf if tls else ""),
                 "--nproc-per-node", "1", "--no-python", worker]
     if kind == "c10d":
         kind = "ddprun"
@@ -135,19 +178,22 @@ rb.agent_cmd = agent_cmd  # startup_once (rendezvous_bench.py) builds its agents
 
 
 def bench_startup(a, tmp):
+    certificates = Certificates(tmp)
     etcd = Etcd(tmp)
+    etcd_tls = Etcd(tmp, certificates=certificates)
     a.etcd_endpoint = etcd.endpoints[0]
+    a.etcd_tls_endpoint, a.etcd_tls_conf = etcd_tls.endpoints[0], certificates.conf()
     try:
         say(f"# etcd_startup: N agents x 1 worker on 127.0.0.1, --nnodes N:N; etcd-v3 (one etcd 3.4 member on "
-            f"loopback) vs ddprun c10d vs torchrun-anchor c10d; time from spawning the first agent until the "
-            f"Nth worker wrote its line (rendezvous_bench.py's startup_once); median of {a.etcd_repeat}, the "
-            f"three alternating")
+            f"loopback) vs etcd-v3 over TLS with client certificates (another member) vs ddprun c10d vs "
+            f"torchrun-anchor c10d; time from spawning the first agent until the Nth worker wrote its line "
+            f"(rendezvous_bench.py's startup_once); median of {a.etcd_repeat}, the four alternating")
         rows, failed = [], False
         for n in a.etcd_nodes:
-            times = {"etcd": [], "c10d": [], "anchor": []}
+            times = {"etcd": [], "etcd-tls": [], "c10d": [], "anchor": []}
             notes = {}
             for _ in range(a.etcd_repeat):
-                for kind in ("etcd", "c10d", "anchor"):
+                for kind in ("etcd", "etcd-tls", "c10d", "anchor"):
                     if kind == "anchor":
                         ok, why = rb.anchor_plan(a, n, None)
                         if not ok:
@@ -165,11 +211,12 @@ def bench_startup(a, tmp):
                         if kind != "anchor":
                             failed = True
             med = {k: statistics.median(v) if v else None for k, v in times.items()}
-            e, c, t = med["etcd"], med["c10d"], med["anchor"]
+            e, s, c, t = med["etcd"], med["etcd-tls"], med["c10d"], med["anchor"]
             ratio = lambda x: f"{x / e:.2f}x" if x and e else "n/a"
-            say(f"etcd_startup_{n}nodes  etcd-v3 {fmt(e) if e else 'FAILED'} ms  ddprun-c10d "
-                f"{fmt(c) if c else 'FAILED'} ms  torchrun-anchor-c10d {fmt(t) if t else notes.get('anchor', 'n/a')} ms  "
-                f"ratio c10d/etcd {ratio(c)}  anchor/etcd {ratio(t)}")
+            say(f"etcd_startup_{n}nodes  etcd-v3 {fmt(e) if e else 'FAILED'} ms  etcd-v3-tls {fmt(s) if s else 'FAILED'} ms  "
+                f"ddprun-c10d {fmt(c) if c else 'FAILED'} ms  "
+                f"torchrun-anchor-c10d {fmt(t) if t else notes.get('anchor', 'n/a')} ms  "
+                f"ratio c10d/etcd {ratio(c)}  anchor/etcd {ratio(t)}  tls/etcd {ratio(s)}")
             for kind, v in times.items():
                 if v:
                     say(f"    {kind}: median {fmt(statistics.median(v))}  min {fmt(min(v))}  max {fmt(max(v))} ms  "
@@ -181,6 +228,7 @@ def bench_startup(a, tmp):
             raise BenchError("a ddprun run failed (see above)")
     finally:
         etcd.stop()
+        etcd_tls.stop()
 
 
 # ---------------------------------------------------------------------------- failovers
@@ -351,7 +399,7 @@ def main():
     a.rdzv_only, a.rdzv_anchor_max_nodes = None, 64
 
     def tools_for(chosen):
-        return [a.rdzv_ddprun, ETCD, ETCDCTL] + ([a.rdzv_anchor] if "etcd_startup" in chosen else [])
+        return [a.rdzv_ddprun, ETCD, ETCDCTL] + ([a.rdzv_anchor, OPENSSL] if "etcd_startup" in chosen else [])
 
     return run_harness(BENCHMARKS, a, tools_for, tmp_prefix="ddprun-etcd-bench-")
 

@@ -7,7 +7,8 @@ packages=(
   build-essential g++ cmake ninja-build pkg-config
   libboost1.74-dev libboost-filesystem1.74-dev   # Asio (event loop, sockets), Process (spawning)
   libcli11-dev libfmt-dev nlohmann-json3-dev
-  libssl-dev                                     # HMAC-SHA256 for store authentication
+  libssl-dev                                     # HMAC-SHA256 for store authentication; TLS to etcd
+  openssl                                        # the etcd benchmark makes its TLS certificates
   libgloo-dev libspdlog-dev                      # ddprun::runtime: CPU collectives, rank-aware logging
   openmpi-bin                                    # mpirun, a launcher the runtime must work under
   libtorch-dev zlib1g-dev                        # ddprun::torch and the LibTorch examples
