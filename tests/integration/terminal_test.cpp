@@ -42,17 +42,14 @@ class PtyLaunch {
   /// Runs `argv` as given (a wrapper that execs ddprun in the end).
   struct AsGiven {};
   static constexpr AsGiven as_given{};
-  PtyLaunch(std::vector<std::string> argv, AsGiven) {
+  PtyLaunch(std::vector<std::string> argv, AsGiven) : initial_(users_mode()) {
     winsize size{};
     size.ws_row = 40;
     size.ws_col = 120;
-    pid_ = ::forkpty(&master_, nullptr, nullptr, &size);
+    // The terminal gets its mode before ddprun runs: read after the fork, it could already be
+    // ddprun's forwarding mode on a crowded machine.
+    pid_ = ::forkpty(&master_, nullptr, &initial_, &size);
     if (pid_ == 0) {
-      // A terminal as users have, but for "\n" -> "\r\n" on output: the test reads the bytes as written.
-      termios mode{};
-      ::tcgetattr(STDIN_FILENO, &mode);
-      mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
-      ::tcsetattr(STDIN_FILENO, TCSANOW, &mode);
       ::setenv("TMPDIR", tmp_.str().c_str(), 1);
       ::setenv("TERM", "xterm", 1);
       ::setenv("NO_COLOR", "1", 1);
@@ -72,6 +69,19 @@ class PtyLaunch {
     ::close(master_);
   }
 
+  /// A terminal as users have (the kernel's default for a new pty), but for "\n" -> "\r\n" on
+  /// output: the test reads the bytes as written.
+  static termios users_mode() {
+    int master = -1, slave = -1;
+    termios mode{};
+    if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) throw std::runtime_error("openpty failed");
+    ::tcgetattr(slave, &mode);
+    ::close(slave);
+    ::close(master);
+    mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+    return mode;
+  }
+
   /// Reads what ddprun wrote until `text` appears (after `from`); whether it did within `timeout`.
   bool wait_for(const std::string& text, std::chrono::milliseconds timeout = 20s, std::size_t from = 0) {
     auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -79,6 +89,20 @@ class PtyLaunch {
       if (std::chrono::steady_clock::now() > deadline || !read_some(100)) return false;
     }
     return true;
+  }
+  /// The terminal's mode as it was handed to ddprun.
+  const termios& initial_mode() const { return initial_; }
+  /// For a failure message: who the terminal's foreground is, its ISIG, and ddprun's signal state.
+  std::string describe_signals() {
+    const termios now = mode();
+    std::string text = "terminal foreground pgrp " + std::to_string(::tcgetpgrp(master_)) + ", ddprun pid " +
+                       std::to_string(pid_) + " pgid " + std::to_string(::getpgid(pid_)) +
+                       ", ISIG " + ((now.c_lflag & ISIG) ? "on" : "off") + "; ddprun's";
+    std::ifstream status("/proc/" + std::to_string(pid_) + "/status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.starts_with("Sig") || line.starts_with("ShdPnd")) text += " " + line;
+    }
+    return text;
   }
   void type(const std::string& keys) { ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size())); }
   bool running() {
@@ -136,6 +160,7 @@ class PtyLaunch {
 
   TempDir tmp_;
   int master_ = -1;
+  termios initial_{};
   pid_t pid_ = -1;
   bool exited_ = false;
   int status_ = 0;
@@ -265,7 +290,7 @@ TEST(Terminal, PdbOnRankZero) {
 TEST(Terminal, CtrlCInPdbStopsTheJobAndRestoresTheTerminal) {
   if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
   PtyLaunch launch({"--standalone", "--nproc_per_node=2", "--no-python", kSystemPython, (kData / "pdb_rank0.py").string()});
-  const termios before = launch.mode();
+  const termios before = launch.initial_mode();
   ASSERT_TRUE(before.c_lflag & ICANON);
   ASSERT_TRUE(launch.wait_for("(Pdb) ")) << launch.output();
   termios during = launch.mode();
@@ -273,7 +298,9 @@ TEST(Terminal, CtrlCInPdbStopsTheJobAndRestoresTheTerminal) {
   EXPECT_FALSE(during.c_lflag & ECHO);
   EXPECT_TRUE(during.c_lflag & ISIG);
   launch.type("\x03");
-  ASSERT_TRUE(launch.wait_for("KeyboardInterrupt")) << launch.output();  // pdb got the forwarded SIGINT
+  // pdb got the forwarded SIGINT. (Seen to fail twice under load, not understood: the status block
+  // went on as if no SIGINT came; the failure says what the terminal and ddprun's signals were.)
+  ASSERT_TRUE(launch.wait_for("KeyboardInterrupt")) << launch.describe_signals() << "\n" << launch.output();
   launch.type("\x03");
   EXPECT_EQ(launch.wait_exit(), 128 + SIGINT) << launch.output();
   termios after = launch.mode();
