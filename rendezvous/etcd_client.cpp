@@ -459,6 +459,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
         const std::string_view got(chunk, sizeof chunk - parser.get().body().size);
         if (parser.get().result_int() != 200) {
           whole.append(got);
+          if (whole.size() > etcd::kMaxWatchMessage) break;
           continue;
         }
         for (const std::string& line : etcd::take_lines(pending, got)) {
@@ -467,6 +468,13 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
             break;
           }
         }
+        if (pending.size() > etcd::kMaxWatchMessage) break;
+      }
+      if (!done && !ec && (pending.size() > etcd::kMaxWatchMessage || whole.size() > etcd::kMaxWatchMessage)) {
+        note(index, "sent a watch message over " + std::to_string(etcd::kMaxWatchMessage >> 20) + " MiB");
+        cluster->move_on(index);
+        close();
+        continue;
       }
       if (done) {
         // The rest of the stream is not read: this connection cannot carry another request.

@@ -298,10 +298,14 @@ WatchMessage parse_watch_message(std::string_view line) {
 }
 
 std::vector<std::string> take_lines(std::string& pending, std::string_view bytes) {
+  // `pending` holds no newline: only the new bytes are searched, so a long message that arrives in
+  // small pieces costs its length once, not its length times the pieces.
+  std::size_t search_from = pending.size();
   pending.append(bytes);
   std::vector<std::string> lines;
   std::size_t start = 0;
-  for (std::size_t newline; (newline = pending.find('\n', start)) != std::string::npos; start = newline + 1) {
+  for (std::size_t newline; (newline = pending.find('\n', search_from)) != std::string::npos;
+       start = search_from = newline + 1) {
     if (newline > start) lines.emplace_back(pending, start, newline - start);
   }
   pending.erase(0, start);

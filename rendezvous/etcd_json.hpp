@@ -119,7 +119,12 @@ struct WatchMessage {
 WatchMessage parse_watch_message(std::string_view line);
 
 /// Splits a watch stream's bytes into its newline-ended messages: appends `bytes` to `pending` and
-/// returns every complete line (without the newline), leaving the incomplete rest in `pending`.
+/// returns every complete line (without the newline), leaving the incomplete rest in `pending`
+/// (which the caller bounds: kMaxWatchMessage).
 std::vector<std::string> take_lines(std::string& pending, std::string_view bytes);
+
+/// The longest watch message (or error reply) a stream may carry before the member is left: the
+/// rendezvous' values are a few KiB, and etcd's own request limit is 1.5 MiB by default.
+inline constexpr std::size_t kMaxWatchMessage = 16 * 1024 * 1024;
 
 }  // namespace ddprun::rendezvous::etcd

@@ -3,7 +3,12 @@
 /// round_protocol_test.cpp). Then what only etcd has: leases that take a dead node's heartbeat
 /// away, an auth token that lapses and is renewed, and the errors a user reads (no member
 /// reachable, authentication refused, every way the two sides of TLS can disagree).
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -339,4 +344,55 @@ TEST_F(EtcdTlsTest, EveryDisagreementIsOneLineAtOnce) {
   for (const std::string host : {"127.0.0.1", "localhost"}) {
     EXPECT_EQ(connect(tls(options_for(*etcd, host), certificates, certificates.ca())).error, "") << host;
   }
+}
+
+// A member that streams a watch message without end (a broken or hostile endpoint): the client
+// leaves it once the message passes kMaxWatchMessage, instead of growing without bound.
+TEST(EtcdStream, AMessageWithoutEndIsCutOffAtTheBound) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> most_sent{0};
+  std::thread member([&] {
+    while (!stop) {
+      pollfd ready{listener, POLLIN, 0};
+      if (::poll(&ready, 1, 100) <= 0) continue;
+      const int fd = ::accept(listener, nullptr, nullptr);
+      char request[4096];
+      (void)::recv(fd, request, sizeof request, 0);  // the watch request: its content does not matter
+      const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+      (void)::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
+      const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
+      std::size_t sent = 0;
+      while (!stop && sent < 64u << 20 && ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0) sent += 0x10000;
+      most_sent = std::max<std::size_t>(most_sent, sent);
+      ::close(fd);
+    }
+  });
+  EtcdOptions options;
+  options.endpoints = {Endpoint{"127.0.0.1", ntohs(address.sin_port)}};
+  boost::asio::io_context io;
+  EtcdConnection connection(io.get_executor(), std::make_shared<EtcdCluster>(options));
+  std::size_t lines = 0;
+  try {
+    ddprun::testing::run_to_completion(
+        io, connection.stream("/v3/watch", [] { return std::string("{}"); },
+                              [&](const std::string&) { return ++lines, false; }, 3s));
+    ADD_FAILURE() << "the stream ended";
+  } catch (const EtcdUnreachable& error) {
+    EXPECT_NE(std::string(error.what()).find("sent a watch message over 16 MiB"), std::string::npos) << error.what();
+  } catch (const StoreError& error) {
+    ADD_FAILURE() << error.what();
+  }
+  stop = true;
+  member.join();
+  ::close(listener);
+  EXPECT_EQ(lines, 0U);
+  EXPECT_LT(most_sent.load(), 64u << 20) << "the client read on past the bound";
 }

@@ -88,6 +88,14 @@ TEST(EtcdJson, WatchStreamsSplitIntoMessagesAndEvents) {
   EXPECT_EQ(message.events[0].kv.value, "1");
   EXPECT_TRUE(message.events[1].deleted);
   EXPECT_EQ(parse_watch_message(R"({"result":{"header":{},"canceled":true,"compact_revision":"5"}})").compact_revision, 5);
+  // A message in many pieces, and pieces that end several messages at once.
+  std::string piecewise;
+  std::vector<std::string> whole;
+  for (const char* piece : {"{\"a\"", ":1}", "\n{\"b\":2}\n{", "\"c\":3}", "", "\n\n"}) {
+    for (auto& line : take_lines(piecewise, piece)) whole.push_back(line);
+  }
+  EXPECT_EQ(whole, (std::vector<std::string>{"{\"a\":1}", "{\"b\":2}", "{\"c\":3}"}));
+  EXPECT_TRUE(piecewise.empty());
   const auto error = parse_watch_message(R"({"error":{"grpc_code":14,"message":"etcdserver: no leader"}})");
   ASSERT_TRUE(error.error);
   EXPECT_EQ(error.error->code, 14);
