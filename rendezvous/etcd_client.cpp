@@ -1,5 +1,7 @@
 #include "rendezvous/etcd_client.hpp"
 
+#include <unistd.h>
+
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange without including it
 
 #include <boost/asio/ip/tcp.hpp>
@@ -10,6 +12,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <cerrno>
+#include <cstring>
 #include <map>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -53,9 +57,20 @@ bool is_closed(const boost::system::error_code& ec) {
 
 }  // namespace
 
+/// Throws Error naming `what` when `path` cannot be opened for reading (OpenSSL would only say
+/// "asio.ssl error").
+static void check_readable(const std::string& path, const std::string& what) {
+  if (::access(path.c_str(), R_OK) != 0) {
+    throw Error("cannot read the etcd " + what + "=" + path + ": " + std::strerror(errno));
+  }
+}
+
 EtcdCluster::EtcdCluster(EtcdOptions options) : options_(std::move(options)) {
   if (options_.endpoints.empty()) throw Error("no etcd member to talk to");
   if (!options_.tls) return;
+  if (!options_.cacert.empty()) check_readable(options_.cacert, "CA certificate cacert");
+  if (!options_.cert.empty()) check_readable(options_.cert, "client certificate cert");
+  if (!options_.key.empty()) check_readable(options_.key, "client key key");
   tls_ = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
   boost::system::error_code ec;
   if (options_.cacert.empty()) {

@@ -346,6 +346,19 @@ TEST_F(EtcdTlsTest, EveryDisagreementIsOneLineAtOnce) {
   }
 }
 
+TEST_F(EtcdTlsTest, AFileThatCannotBeReadIsNamed) {
+  EtcdOptions options;
+  options.endpoints = {Endpoint{"127.0.0.1", 2379}};
+  options.tls = true;
+  options.cacert = "/nonexistent/ca.pem";
+  try {
+    EtcdCluster cluster(options);
+    ADD_FAILURE() << "took a CA file that does not exist";
+  } catch (const Error& error) {
+    EXPECT_EQ(std::string(error.what()), "cannot read the etcd CA certificate cacert=/nonexistent/ca.pem: No such file or directory");
+  }
+}
+
 // A member that streams a watch message without end (a broken or hostile endpoint): the client
 // leaves it once the message passes kMaxWatchMessage, instead of growing without bound.
 TEST(EtcdStream, AMessageWithoutEndIsCutOffAtTheBound) {
