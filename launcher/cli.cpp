@@ -243,7 +243,12 @@ void fill_membership(LaunchConfig& config, const Settings& settings) {
       if (raw->value == "static") config.rdzv_backend = RdzvBackend::static_;
       else if (raw->value == "c10d") config.rdzv_backend = RdzvBackend::c10d;
       else if (raw->value == "etcd-v3") config.rdzv_backend = RdzvBackend::etcd_v3;
-      else reject(*raw, "is not a rendezvous backend (static, c10d, etcd-v3)");
+      else if (raw->value == "etcd" || raw->value == "etcd-v2") {
+        reject(*raw, "is torchrun's backend for etcd's v2 API, which etcd 3.4 turns off; ddprun's etcd-v3 speaks "
+                     "etcd's v3 API with the same --rdzv-endpoint and --rdzv-conf keys");
+      } else {
+        reject(*raw, "is not a rendezvous backend (static, c10d, etcd-v3)");
+      }
     }
     // Blank text (a template's "$UNSET " or PET_RDZV_ENDPOINT=" ") leaves it unset, as "--rdzv-endpoint=" does.
     if (auto raw = settings.get(Option::rdzv_endpoint); raw && !trim(raw->value).empty()) {

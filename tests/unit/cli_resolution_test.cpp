@@ -51,13 +51,16 @@ TEST(CliResolution, BackendNames) {
        std::nullopt,
        "--rdzv-endpoint: \"h1\" is not an etcd-v3 rendezvous (lease_ttl=1 is not an integer number of seconds in "
        "2..3600)"},
-      {{"--rdzv-backend", "etcd"}, {}, std::nullopt, "--rdzv-backend: \"etcd\" is not a rendezvous backend (static, c10d, etcd-v3)"},
+      {{"--rdzv-backend", "etcd"}, {}, std::nullopt,
+       "--rdzv-backend: \"etcd\" is torchrun's backend for etcd's v2 API, which etcd 3.4 turns off; ddprun's etcd-v3 "
+       "speaks etcd's v3 API with the same --rdzv-endpoint and --rdzv-conf keys"},
       {{"--rdzv-backend", "C10D"}, {}, std::nullopt, "--rdzv-backend: \"C10D\" is not a rendezvous backend (static, c10d, etcd-v3)"},
       {{"--rdzv-backend="}, {}, std::nullopt, "--rdzv-backend: \"\" is not a rendezvous backend (static, c10d, etcd-v3)"},
       {{},
        {{"PET_RDZV_BACKEND", "etcd-v2"}},
        std::nullopt,
-       "--rdzv-backend (from PET_RDZV_BACKEND): \"etcd-v2\" is not a rendezvous backend (static, c10d, etcd-v3)"},
+       "--rdzv-backend (from PET_RDZV_BACKEND): \"etcd-v2\" is torchrun's backend for etcd's v2 API, which etcd 3.4 "
+       "turns off; ddprun's etcd-v3 speaks etcd's v3 API with the same --rdzv-endpoint and --rdzv-conf keys"},
   };
   for (const auto& row : rows) {
     SCOPED_TRACE(joined(row.args));
