@@ -268,11 +268,45 @@ class Fleet {
       return;
     }
     NodeEnd end{node.rank, node.host, status};
-    ends_.push_back(end);
-    if (status != 0 && !stopping_) {
-      failures_.push_back(end);
-      stop(describe_node_end(end) + "; stopping the other nodes");
+    if (stopping_) {
+      ends_.push_back(end);
+      return;
     }
+    const int others = nodes_left();
+    switch (judge_node_end(end, shape(), others)) {
+      case NodeEndVerdict::finished:
+        ends_.push_back(end);
+        return;
+      case NodeEndVerdict::go_on_without:
+        // Its agent stops its own workers (its session watch); the others' rounds drop it.
+        console_->err().write("ddprun: " + describe_node_end(end) + describe_going_on(shape(), others) + "\n");
+        return;
+      case NodeEndVerdict::job_failed:
+        ends_.push_back(end);
+        failures_.push_back(end);
+        stop(describe_node_end(end) + "; stopping the other nodes");
+        return;
+    }
+  }
+
+  /// The nodes still in the job: running, or finished well (then the job is ending well).
+  int nodes_left() const {
+    int count = 0;
+    for (const auto& node : nodes_) count += !node.status || *node.status == 0 ? 1 : 0;
+    return count;
+  }
+
+  /// What the job can lose (fleet_rule.hpp).
+  FleetShape shape() const {
+    FleetShape shape;
+    shape.elastic = config_.rdzv_backend != RdzvBackend::static_;
+    shape.min_nodes = config_.topology.min_nodes;
+    shape.max_nodes = config_.topology.max_nodes;
+    // c10d's store is on the agent of the endpoint's host; made here, that is node 0. A store the
+    // user placed elsewhere (or on a host of the job) is not known: its loss ends the job after
+    // read_timeout, through the other agents' failures.
+    if (config_.rdzv_backend == RdzvBackend::c10d && config_.fleet.endpoint_made) shape.store_node = 0;
+    return shape;
   }
 
   /// Every agent's stdin closed: each stops its workers as on SIGHUP and exits; ssh follows.

@@ -25,4 +25,18 @@ int fleet_exit_status(std::optional<int> stopped_by_signal, const std::vector<No
   return kExitSuccess;
 }
 
+NodeEndVerdict judge_node_end(const NodeEnd& end, const FleetShape& shape, int others) {
+  if (end.status == 0) return NodeEndVerdict::finished;
+  const bool lost = end.status == kSshFailed || end.status > 128;
+  if (lost && shape.elastic && shape.store_node != end.node && others >= shape.min_nodes) {
+    return NodeEndVerdict::go_on_without;
+  }
+  return NodeEndVerdict::job_failed;
+}
+
+std::string describe_going_on(const FleetShape& shape, int others) {
+  return "; the job goes on with the other " + std::to_string(others) + (others == 1 ? " node" : " nodes") + " (--nnodes=" + std::to_string(shape.min_nodes) + ":" +
+         std::to_string(shape.max_nodes) + ")";
+}
+
 }  // namespace ddprun::launcher

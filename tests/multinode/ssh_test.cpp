@@ -159,4 +159,39 @@ TEST(HostfileOverSsh, ACutLinkStopsThatHostsWorkersAndFailsTheJob) {
   lab->restore(2);
 }
 
+// An elastic job (c10d, --nnodes 2:3) loses a host that does not host the store: the others'
+// round drops it and the job goes on, and ends well; the cut-off host's agent stops its own workers.
+TEST(HostfileOverSsh, AnElasticJobGoesOnWithoutACutOffHost) {
+  MAKE_SSH_LAB(lab, fleet, keys);
+  TempDir dir;
+  const std::string d = "\"" + dir.str() + "\"";
+  const std::string worker = write_script(dir, "go_worker",
+                                          "echo \"$RANK $WORLD_SIZE\" >> " + d + "/starts\n"
+                                          "i=0; while [ ! -e " + d + "/go ] && [ $i -lt 3600 ]; do sleep 0.05; i=$((i+1)); done\n");
+  auto worlds_of = [&](int world) {
+    std::ifstream in(dir.path() / "starts");
+    int rank = 0, size = 0, count = 0;
+    while (in >> rank >> size) count += size == world ? 1 : 0;
+    return count;
+  };
+  Launch launch(Launch::Command{launcher_argv(*lab, *fleet, write_hostfile(dir, *lab),
+                                              {"--nnodes=2:3", "--rdzv-backend=c10d", "--rdzv-conf=" + kConf,
+                                               "--shutdown-timeout=5", worker})},
+                kShortTimeouts);
+  ASSERT_TRUE(eventually([&] { return worlds_of(6) == 6; }, 60s)) << launch.wait(1s).err;
+  lab->cut(2);
+  const bool reformed = eventually([&] { return worlds_of(4) == 4; }, 60s);
+  std::ofstream(dir.path() / "go");
+  Outcome outcome = launch.wait(90s);
+  lab->restore(2);
+  EXPECT_TRUE(reformed) << "no round of 2 nodes x 2 workers started\n" << outcome.err;
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.out << outcome.err;
+  EXPECT_NE(outcome.err.find("ddprun: node 2 (" + lab->address(2) + "): its ssh connection failed or was lost (ssh exit "
+                             "255); the job goes on with the other 2 nodes (--nnodes=2:3)"),
+            std::string::npos)
+      << outcome.err;
+  std::string left;
+  EXPECT_TRUE(nothing_left(*fleet, 30s, left)) << left << outcome.err;
+}
+
 }  // namespace

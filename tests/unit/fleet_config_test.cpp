@@ -100,5 +100,32 @@ TEST(FleetRule, NodeEndsAndExitStatus) {
   EXPECT_EQ(fleet_exit_status(SIGINT, {{0, "a", 129}}), 130);
 }
 
+TEST(FleetRule, AnElasticJobGoesOnWithoutALostNodeThatDoesNotHostTheStore) {
+  const FleetShape c10d{true, 2, 3, 0};     // the store on node 0's agent
+  const FleetShape etcd{true, 2, 3, std::nullopt};
+  const FleetShape fixed{false, 3, 3, std::nullopt};
+  using V = NodeEndVerdict;
+  struct Row {
+    const char* what;
+    NodeEnd end;
+    FleetShape shape;
+    int others;  ///< running, or finished well
+    V verdict;
+  };
+  const std::vector<Row> rows = {
+      {"a node that finished", {2, "c", 0}, c10d, 2, V::finished},
+      {"ssh lost, elastic, MIN left", {2, "c", 255}, c10d, 2, V::go_on_without},
+      {"the agent died of SIGKILL", {1, "b", 137}, c10d, 2, V::go_on_without},
+      {"the agent judged the job failed", {2, "c", 1}, c10d, 2, V::job_failed},
+      {"the store's host lost", {0, "a", 255}, c10d, 2, V::job_failed},
+      {"etcd-v3 has no store host", {0, "a", 255}, etcd, 2, V::go_on_without},
+      {"fewer than MIN left", {2, "c", 255}, c10d, 1, V::job_failed},
+      {"a static job", {2, "c", 255}, fixed, 2, V::job_failed},
+  };
+  for (const auto& row : rows) EXPECT_EQ(judge_node_end(row.end, row.shape, row.others), row.verdict) << row.what;
+  EXPECT_EQ(describe_going_on(c10d, 2), "; the job goes on with the other 2 nodes (--nnodes=2:3)");
+  EXPECT_EQ(describe_going_on(etcd, 1), "; the job goes on with the other 1 node (--nnodes=2:3)");
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
