@@ -44,7 +44,9 @@ Args manifest_arguments(const std::string& name) {
     EXPECT_FALSE(command.empty());
     EXPECT_EQ(command.front(), "ddprun") << name << ": ddprun is the entrypoint";
     Args args(command.begin() + 1, command.end());
-    if (found) EXPECT_EQ(args, *found) << name << ": every replica runs the same command";
+    if (found) {
+      EXPECT_EQ(args, *found) << name << ": every replica runs the same command";
+    }
     found = args;
   }
   EXPECT_TRUE(found) << name << " has no command";
@@ -79,7 +81,9 @@ TEST(PyTorchJob, DdprunNeedsNoFlagInAnyPod) {
     EXPECT_EQ(config.rdzv_backend, c.backend);
     EXPECT_EQ(config.topology.min_nodes, c.min_nodes);
     EXPECT_EQ(config.topology.max_nodes, c.max_nodes);
-    if (c.backend == RdzvBackend::static_) EXPECT_EQ(config.topology.node_rank, c.node_rank);
+    if (c.backend == RdzvBackend::static_) {
+      EXPECT_EQ(config.topology.node_rank, c.node_rank);
+    }
     EXPECT_TRUE(config.topology.multi_node);
     EXPECT_EQ(rendezvous::format_endpoint(config.store_endpoint.host, config.store_endpoint.port), c.store);
     EXPECT_EQ(config.topology.nproc_per_node, c.nproc);

@@ -117,10 +117,14 @@ TEST(SlurmStep, StandsInForTheFlagsLeftOut) {
     EXPECT_EQ(config.topology.node_rank, c.node_rank);
     EXPECT_EQ(config.master_addr, c.master_addr);
     EXPECT_EQ(config.master_port, c.master_port);
-    if (c.run_id) EXPECT_EQ(config.rdzv_id, c.run_id);
+    if (c.run_id) {
+      EXPECT_EQ(config.rdzv_id, c.run_id);
+    }
     EXPECT_EQ(config.topology.nproc_per_node, c.nproc);
     EXPECT_EQ(config.topology.multi_node, c.nnodes > 1);
-    if (c.nnodes > 1) EXPECT_EQ(config.store_endpoint.host, c.master_addr);
+    if (c.nnodes > 1) {
+      EXPECT_EQ(config.store_endpoint.host, c.master_addr);
+    }
   }
 }
 
