@@ -80,6 +80,7 @@ class Fleet {
     for (int signo : config.signals_to_handle) stops_.add(signo);
     ddprun_ = own_path();
     cwd_ = current_folder();
+    go_ = go_line(config.store_token);
   }
 
   int run() {
@@ -221,7 +222,9 @@ class Fleet {
     went_ = true;
     deadline_.cancel();
     for (auto& node : nodes_) {
-      ssize_t written = ::write(node.in.get(), "go\n", 3);  // an empty pipe takes 3 bytes
+      // An empty pipe takes the whole line (a token file is far below the pipe's 64 KiB); a host
+      // whose ssh is gone meanwhile ends on its own.
+      ssize_t written = ::write(node.in.get(), go_.data(), go_.size());
       (void)written;
     }
     keep_alive();
@@ -370,6 +373,7 @@ class Fleet {
   asio::steady_timer deadline_;
   std::string ddprun_;
   std::string cwd_;
+  std::string go_;  ///< the go line, with the store token when the job has one
   std::vector<Node> nodes_;
   std::vector<NodeEnd> ends_;
   std::vector<NodeEnd> failures_;

@@ -81,6 +81,9 @@ std::vector<std::pair<std::string, std::string>> exported_environment(const Envi
   all.insert(all.end(), names.begin(), names.end());
   std::set<std::string> seen;
   std::vector<std::pair<std::string, std::string>> exported;
+  // The store token goes on the go line (go_line): on a command line it would show in ps.
+  seen.insert("DDPRUN_STORE_TOKEN");
+  seen.insert("DDPRUN_STORE_TOKEN_FILE");
   for (const auto& name : all) {
     if (!seen.insert(name).second) continue;
     if (auto value = lookup(env, name)) exported.emplace_back(name, *value);
@@ -108,12 +111,25 @@ std::vector<std::string> parse_export_names(std::string_view text, std::string_v
 }
 
 std::string gated_remote_command(const RemoteCommand& command) {
+  // IFS= and -r: the go line's token arrives as written (no trimming, no backslash escapes); it is
+  // exported by the shell itself, so it never appears in an argv (ps).
   std::string text = "cd " + shell_quote(command.cwd) + " || exit " + std::to_string(kPreflightNoFolder) + "; test -x " +
                      shell_quote(command.argv.at(0)) + " || exit " + std::to_string(kPreflightNoProgram) + "; echo " +
-                     std::string(kReadyLine) + "; read -r go || exit 0; exec env";
+                     std::string(kReadyLine) +
+                     "; IFS= read -r go || exit 0; case $go in 'go '*) DDPRUN_STORE_TOKEN=${go#go }; export "
+                     "DDPRUN_STORE_TOKEN; unset DDPRUN_STORE_TOKEN_FILE;; esac; exec env";
   for (const auto& [name, value] : command.env) text += " " + shell_quote(name + "=" + value);
   for (const auto& word : command.argv) text += " " + shell_quote(word);
   return text;
+}
+
+std::string go_line(const std::optional<std::string>& store_token) {
+  if (!store_token) return "go\n";
+  if (store_token->find_first_of("\n\r") != std::string::npos || store_token->find('\0') != std::string::npos) {
+    throw UsageError("the store token (DDPRUN_STORE_TOKEN or DDPRUN_STORE_TOKEN_FILE) holds a line break or a NUL "
+                     "byte: it cannot be sent to the hosts over ssh");
+  }
+  return "go " + *store_token + "\n";
 }
 
 std::string preflight_verdict(int status, std::string_view ssh_stderr, const std::string& cwd,

@@ -2,6 +2,7 @@
 /// What the launching ddprun hands to OpenSSH: the ssh argv for one host and the remote shell
 /// command (the same folder, the exported environment, the agent's own argv), quoted so that any
 /// byte but NUL arrives as it was. Pure: values in, argv out.
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,7 +43,8 @@ struct RemoteCommand {
 };
 std::string remote_shell_command(const RemoteCommand& command);
 
-/// Variables exported to every host unless --env-export names others too.
+/// Variables exported to every host unless --env-export names others too. DDPRUN_STORE_TOKEN and
+/// DDPRUN_STORE_TOKEN_FILE never are: the token travels on the go line (go_line).
 inline constexpr std::string_view kDefaultExports[] = {"PATH", "PYTHONPATH", "VIRTUAL_ENV"};
 
 /// The variables of `names` (plus kDefaultExports) that `env` sets, in the order named, once each;
@@ -65,8 +67,13 @@ inline constexpr std::string_view kReadyLine = "ddprun-ssh-ready";
 /// The pre-flight and the launch in one ssh session: `cd CWD` (else exit kPreflightNoFolder),
 /// argv[0] executable there (else kPreflightNoProgram), kReadyLine, then a wait for one line on
 /// stdin (the launcher's go, once every host is ready; end of file instead: exit 0, nothing
-/// started), then `exec env VARS ARGV...`. One login per host instead of two.
+/// started), then `exec env VARS ARGV...`. One login per host instead of two. A go line that
+/// carries the store token ("go TOKEN", go_line) exports it as DDPRUN_STORE_TOKEN.
 std::string gated_remote_command(const RemoteCommand& command);
+
+/// The launcher's go: "go\n", or "go TOKEN\n" so that every host's agent (and its workers) use
+/// the job's store token without it on any command line. UsageError for a token with a line break.
+std::string go_line(const std::optional<std::string>& store_token);
 
 /// The pre-flight's verdict on one host from ssh's exit status and what it printed on stderr:
 /// empty when the host is usable, else the reason, e.g. "unreachable: ssh: connect to host h port

@@ -8,6 +8,7 @@
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 
@@ -157,6 +158,45 @@ TEST(HostfileOverSsh, ACutLinkStopsThatHostsWorkersAndFailsTheJob) {
   std::string left;
   EXPECT_TRUE(nothing_left(*fleet, 30s, left)) << left << outcome.err;
   lab->restore(2);
+}
+
+/// The pids of processes whose command line holds `text`.
+std::vector<std::string> command_lines_with(const std::string& text) {
+  std::vector<std::string> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
+    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (line.find(text) != std::string::npos) found.push_back(name);
+  }
+  return found;
+}
+
+// The launcher's store token reaches every host's agent and worker on the go line, never on a
+// command line: the static job's store (node 0's agent) takes only agents that have it.
+TEST(HostfileOverSsh, TheStoreTokenReachesEveryHostOffTheCommandLine) {
+  MAKE_SSH_LAB(lab, fleet, keys);
+  TempDir dir;
+  const std::string secret = "fleet-secret-" + std::to_string(::getpid());
+  const std::string worker = write_script(dir, "token_worker",
+                                          "printf '%s' \"${DDPRUN_STORE_TOKEN:-none}\" > \"" + dir.str() +
+                                              "/token_$RANK\"\nexec sleep 600\n");
+  auto env = kShortTimeouts;
+  env["DDPRUN_STORE_TOKEN"] = secret;
+  Launch launch(Launch::Command{launcher_argv(*lab, *fleet, write_hostfile(dir, *lab),
+                                              {"--rdzv-conf=" + kConf, "--shutdown-timeout=5", worker})},
+                env);
+  std::vector<std::string> tokens;
+  for (int rank = 0; rank < 6; ++rank) tokens.push_back("token_" + std::to_string(rank));
+  ASSERT_TRUE(files_appear(dir, tokens, 60s)) << launch.wait(1s).err;
+  EXPECT_EQ(command_lines_with(secret), std::vector<std::string>{}) << "the token is on a command line";
+  for (const auto& token : tokens) EXPECT_EQ(read_file(dir.path() / token), secret) << token;
+  launch.send(SIGINT);
+  Outcome outcome = launch.wait(60s);
+  EXPECT_EQ(outcome.exit_status, 130) << outcome.err;
+  std::string left;
+  EXPECT_TRUE(nothing_left(*fleet, 20s, left)) << left;
 }
 
 // An elastic job (c10d, --nnodes 2:3) loses a host that does not host the store: the others'

@@ -135,8 +135,9 @@ std::pair<int, std::string> gated(const RemoteCommand& command, const std::strin
 TEST(GatedCommand, ChecksThenWaitsForGoThenRuns) {
   RemoteCommand command{"/work/my job", {{"A", "it's"}}, {"/opt/ddprun", "--", "x"}};
   EXPECT_EQ(gated_remote_command(command),
-            "cd '/work/my job' || exit 3; test -x /opt/ddprun || exit 4; echo ddprun-ssh-ready; read -r go || exit 0; "
-            "exec env 'A=it'\\''s' /opt/ddprun -- x");
+            "cd '/work/my job' || exit 3; test -x /opt/ddprun || exit 4; echo ddprun-ssh-ready; IFS= read -r go || exit 0; "
+            "case $go in 'go '*) DDPRUN_STORE_TOKEN=${go#go }; export DDPRUN_STORE_TOKEN; unset DDPRUN_STORE_TOKEN_FILE;; "
+            "esac; exec env 'A=it'\\''s' /opt/ddprun -- x");
   // Through a real sh: the checks' statuses, the ready line, nothing run without a go line, and
   // the keep-alive bytes after the go left unread for the program.
   const RemoteCommand cat{"/", {{"V", "v"}}, {"/bin/sh", "-c", "printf '%s:' \"$V\"; cat"}};
@@ -144,6 +145,21 @@ TEST(GatedCommand, ChecksThenWaitsForGoThenRuns) {
   EXPECT_EQ(gated({"/", {}, {"/nonexistent/ddprun"}}, ""), std::make_pair(kPreflightNoProgram, std::string()));
   EXPECT_EQ(gated(cat, ""), std::make_pair(0, std::string("ddprun-ssh-ready\n")));
   EXPECT_EQ(gated(cat, "go\\n\\n\\n"), std::make_pair(0, std::string("ddprun-ssh-ready\nv:\n\n")));
+}
+
+TEST(GatedCommand, TheGoLineCarriesTheStoreTokenIntoTheEnvironmentOnly) {
+  EXPECT_EQ(go_line(std::nullopt), "go\n");
+  EXPECT_EQ(go_line(std::string(" s3cret\\x ")), "go  s3cret\\x \n");
+  EXPECT_THROW(go_line(std::string("a\nb")), UsageError);
+  // The program sees the token exactly (spaces, backslashes), and a token file the host's login
+  // set is dropped (both set is an error to ddprun).
+  const RemoteCommand show{"/", {}, {"/bin/sh", "-c", "printf '[%s][%s]' \"$DDPRUN_STORE_TOKEN\" \"${DDPRUN_STORE_TOKEN_FILE-unset}\""}};
+  EXPECT_EQ(gated(show, "go  s3cret\\\\x \\n"), std::make_pair(0, std::string("ddprun-ssh-ready\n[ s3cret\\x ][unset]")));
+  EXPECT_EQ(gated(show, "go\\n"), std::make_pair(0, std::string("ddprun-ssh-ready\n[][unset]")));
+  // Never exported on the command line, even when named.
+  const Environ env{{"DDPRUN_STORE_TOKEN", "t"}, {"DDPRUN_STORE_TOKEN_FILE", "/f"}, {"PATH", "/bin"}};
+  const auto exported = exported_environment(env, {"DDPRUN_STORE_TOKEN", "DDPRUN_STORE_TOKEN_FILE"});
+  EXPECT_EQ(exported, (std::vector<std::pair<std::string, std::string>>{{"PATH", "/bin"}}));
 }
 
 }  // namespace
