@@ -14,6 +14,8 @@
 #include <boost/beast/ssl.hpp>
 #include <cerrno>
 #include <cstring>
+#include <exception>
+#include <fstream>
 #include <map>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -36,8 +38,21 @@ constexpr auto use_awaitable = asio::use_awaitable;
 
 /// Something went wrong with one member: try the next.
 struct MemberFailed {
+  explicit MemberFailed(std::string why_, std::exception_ptr definitive_ = nullptr)
+      : why(std::move(why_)), definitive(std::move(definitive_)) {}
   std::string why;
+  /// Set when this member will not do better on another try (its TLS refused us or did not verify,
+  /// it speaks another protocol, it is not etcd): what to throw once every member failed so. One
+  /// member with an expired certificate must not end a job that the others can serve.
+  std::exception_ptr definitive;
 };
+
+/// A MemberFailed that is `error` when every member fails so.
+template <class Error>
+MemberFailed definitively(Error error) {
+  std::string why = error.what();
+  return MemberFailed{std::move(why), std::make_exception_ptr(std::move(error))};
+}
 
 std::string ms_text(milliseconds ms) { return describe_duration(ms); }
 
@@ -65,6 +80,16 @@ static void check_readable(const std::string& path, const std::string& what) {
   }
 }
 
+/// Whether the PEM key at `path` is encrypted (PKCS#8 "ENCRYPTED PRIVATE KEY", or the older
+/// "Proc-Type: 4,ENCRYPTED" header).
+static bool is_encrypted_key(const std::string& path) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("ENCRYPTED") != std::string::npos) return true;
+  }
+  return false;
+}
+
 EtcdCluster::EtcdCluster(EtcdOptions options) : options_(std::move(options)) {
   if (options_.endpoints.empty()) throw Error("no etcd member to talk to");
   if (!options_.tls) return;
@@ -83,7 +108,15 @@ EtcdCluster::EtcdCluster(EtcdOptions options) : options_(std::move(options)) {
   if (!options_.cert.empty()) {
     tls_->use_certificate_chain_file(options_.cert, ec);
     if (ec) throw Error("cannot read the etcd client certificate cert=" + options_.cert + ": " + ec.message());
+    // Never OpenSSL's prompt: with no terminal it reads the passphrase from stdin (which, under
+    // --hostfile, carries the launcher's keep-alive bytes), with one it waits for a user.
+    tls_->set_password_callback([](std::size_t, asio::ssl::context::password_purpose) { return std::string(); }, ec);
     tls_->use_private_key_file(options_.key, asio::ssl::context::pem, ec);
+    if (ec && is_encrypted_key(options_.key)) {
+      throw Error("cannot read the etcd client key key=" + options_.key +
+                  ": it is encrypted with a passphrase, which ddprun does not ask for; give it an unencrypted "
+                  "copy, readable by you only (openssl pkey -in KEY -out KEY.plain)");
+    }
     if (ec) throw Error("cannot read the etcd client key key=" + options_.key + ": " + ec.message());
   }
 }
@@ -111,7 +144,22 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
   bool cancelled = false;
   /// Per member, why it failed last (for EtcdUnreachable).
   std::map<std::size_t, std::string> failures;
+  /// The members that failed definitively in this operation (MemberFailed::definitive).
+  std::map<std::size_t, std::exception_ptr> definitive_failures;
   void note(std::size_t index, const std::string& why) { failures[index] = why; }
+
+  /// `index` failed: noted, and the next member is tried first; when every member failed
+  /// definitively, this one's error is thrown.
+  void member_failed(std::size_t index, const MemberFailed& failed) {
+    note(index, failed.why);
+    if (failed.definitive) definitive_failures[index] = failed.definitive;
+    else definitive_failures.erase(index);
+    cluster->move_on(index);
+    close();
+    if (failed.definitive && definitive_failures.size() == options().endpoints.size()) {
+      std::rethrow_exception(failed.definitive);
+    }
+  }
 
   const EtcdOptions& options() const { return cluster->options(); }
   beast::tcp_stream& tcp_layer() { return secure ? beast::get_lowest_layer(*secure) : *plain; }
@@ -179,7 +227,16 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       if (!SSL_set_tlsext_host_name(secure->native_handle(), endpoint.host.c_str())) {
         throw MemberFailed{"cannot set the TLS server name"};
       }
-      secure->set_verify_callback(asio::ssl::host_name_verification(endpoint.host));
+      // OpenSSL checks the name itself (not a verify callback), so that a mismatch is reported as
+      // such ("hostname mismatch", "IP address mismatch") rather than as an unspecified error.
+      const std::string name(without_brackets(endpoint.host));
+      X509_VERIFY_PARAM* param = SSL_get0_param(secure->native_handle());
+      boost::system::error_code not_an_address;
+      asio::ip::make_address(name, not_an_address);
+      if ((not_an_address ? X509_VERIFY_PARAM_set1_host(param, name.c_str(), 0)
+                          : X509_VERIFY_PARAM_set1_ip_asc(param, name.c_str())) != 1) {
+        throw MemberFailed{"cannot set the name to verify: " + name};
+      }
       co_await secure->async_handshake(asio::ssl::stream_base::client, asio::redirect_error(use_awaitable, ec));
       check_cancelled();
       if (ec == beast::error::timeout) throw MemberFailed{"no TLS handshake within " + ms_text(kMemberAnswer)};
@@ -192,36 +249,44 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
           not_tls = !ignored && co_await speaks_plain_http(where, until);
         }
         if (not_tls) {
-          throw StoreError("etcd at " + member_name(index) +
-                           " does not speak TLS: write http:// in --rdzv-endpoint and leave out protocol, cacert, "
-                           "cert and key in --rdzv-conf");
+          throw definitively(StoreError("etcd at " + member_name(index) +
+                                        " does not speak TLS: write http:// in --rdzv-endpoint and leave out "
+                                        "protocol, cacert, cert and key in --rdzv-conf"));
         }
-        if (is_tls_error(ec)) throw tls_refused(index, ec, handshake_detail());
+        if (is_tls_error(ec)) {
+          throw definitively(tls_refused(index, ec, SSL_get_verify_result(secure->native_handle())));
+        }
         throw MemberFailed{"TLS handshake: " + ec.message()};
       }
     }
     member = index;
   }
 
-  /// Why the server's certificate did not verify ("unable to get local issuer certificate",
-  /// "hostname mismatch"), or "" when it did.
-  std::string handshake_detail() const {
-    const long result = SSL_get_verify_result(secure->native_handle());
-    return result == X509_V_OK ? std::string() : X509_verify_cert_error_string(result);
-  }
-
-  /// What a TLS error from `index` means to the user; `detail` says more when known.
-  EtcdAuthError tls_refused(std::size_t index, const boost::system::error_code& ec, const std::string& detail) const {
+  /// What a TLS error from `index` means to the user. `verify_result`: OpenSSL's verdict on the
+  /// server's certificate (X509_V_OK when it passed, or when the error came after the handshake).
+  EtcdAuthError tls_refused(std::size_t index, const boost::system::error_code& ec, long verify_result = X509_V_OK) const {
     std::string message = "TLS with etcd at " + member_name(index) + " failed: " + ec.message();
-    if (!detail.empty()) message += " (" + detail + ")";
-    if (!detail.empty()) {
-      message += ": check cacert in --rdzv-conf (the CA that signed etcd's certificate) and that the endpoint "
-                 "is a name the certificate holds";
-    } else if (options().cert.empty()) {
-      message += ": etcd may want a client certificate (--client-cert-auth): set cert and key in --rdzv-conf";
-    } else {
-      message += ": etcd refused the client certificate cert=" + options().cert +
-                 " (is it signed by etcd's --trusted-ca-file, and not expired?)";
+    if (verify_result != X509_V_OK) message += " (" + std::string(X509_verify_cert_error_string(verify_result)) + ")";
+    switch (verify_result) {
+      case X509_V_OK:
+        if (options().cert.empty()) {
+          message += ": etcd may want a client certificate (--client-cert-auth): set cert and key in --rdzv-conf";
+        } else {
+          message += ": etcd refused the client certificate cert=" + options().cert +
+                     " (is it signed by etcd's --trusted-ca-file, and not expired?)";
+        }
+        break;
+      case X509_V_ERR_HOSTNAME_MISMATCH:
+      case X509_V_ERR_IP_ADDRESS_MISMATCH:
+        message += ": etcd's certificate does not hold the name the endpoint is written with; write a name or "
+                   "address it holds in --rdzv-endpoint";
+        break;
+      case X509_V_ERR_CERT_HAS_EXPIRED:
+      case X509_V_ERR_CERT_NOT_YET_VALID:
+        message += ": etcd's certificate is outside its validity period; renew it (or check this machine's clock)";
+        break;
+      default:
+        message += ": check cacert in --rdzv-conf (the CA that signed etcd's certificate)";
     }
     return EtcdAuthError(message);
   }
@@ -306,15 +371,16 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     const std::size_t index = *member;
     // TLS 1.3 ends the handshake before the server has judged our certificate: its refusal comes
     // as an alert on the first read.
-    if (is_tls_error(ec)) throw tls_refused(index, ec, "");
+    if (is_tls_error(ec)) throw definitively(tls_refused(index, ec));
     if (ec == beast::error::timeout) throw MemberFailed{"no answer within " + ms_text(kMemberAnswer)};
     if (!secure && exchanges == 0 && is_closed(ec)) {
       boost::system::error_code ignored;
       const tcp::endpoint where = tcp_layer().socket().remote_endpoint(ignored);
       if (!ignored && co_await speaks_tls(where, until)) {
-        throw StoreError("etcd at " + member_name(index) + " speaks TLS: write https://" + member_name(index) +
-                         " in --rdzv-endpoint, with cacert in --rdzv-conf (and cert and key if etcd asks for a "
-                         "client certificate)");
+        throw definitively(StoreError("etcd at " + member_name(index) + " speaks TLS: write https://" +
+                                      member_name(index) +
+                                      " in --rdzv-endpoint, with cacert in --rdzv-conf (and cert and key if etcd asks "
+                                      "for a client certificate)"));
       }
     }
     throw MemberFailed{ec.message()};
@@ -343,7 +409,13 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
   Task<void> judge(std::size_t index, int status, const std::string& body, const std::string& path,
                    Clock::time_point deadline, milliseconds timeout) {
     const auto error = etcd::parse_error(body);
-    const std::string said = error ? error->message : "HTTP " + std::to_string(status) + " " + body.substr(0, 200);
+    if (!error && status != 502 && status != 503 && status != 504) {
+      // Not etcd's error JSON, nor a proxy's "try later": another server on that port.
+      throw definitively(StoreError("the server at " + member_name(index) + " answered " + path + " with HTTP " +
+                                    std::to_string(status) + ", not as etcd's v3 API does (is it etcd's client " +
+                                    "port, etcd 3.4 or later?): " + etcd::one_line(body, 120)));
+    }
+    const std::string said = error ? error->message : "HTTP " + std::to_string(status) + " " + etcd::one_line(body, 200);
     switch (etcd::classify(status, error)) {
       case etcd::Failure::retry_elsewhere:
         note(index, said);
@@ -357,10 +429,17 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
           co_return;
         }
         [[fallthrough]];
-      case etcd::Failure::authentication:
-        throw EtcdAuthError("etcd at " + member_name(index) + " refused the request: " + said +
-                            (options().user.empty() ? " (set user and password in --rdzv-conf)"
-                                                    : " (check user and password in --rdzv-conf)"));
+      case etcd::Failure::authentication: {
+        std::string advice = options().user.empty() ? " (set user and password in --rdzv-conf)"
+                                                    : " (check user and password in --rdzv-conf)";
+        if (!options().user.empty() && said.find("permission denied") != std::string::npos) {
+          // Right credentials, no grant: the user's roles must cover the job's keys.
+          advice = " (user '" + options().user + "' may not use the keys under key_prefix '" + options().key_prefix +
+                   "': grant one of its roles readwrite on that prefix, e.g. etcdctl role grant-permission ROLE "
+                   "--prefix=true readwrite " + options().key_prefix + ")";
+        }
+        throw EtcdAuthError("etcd at " + member_name(index) + " refused the request: " + said + advice);
+      }
       case etcd::Failure::fatal:
         throw StoreError("etcd at " + member_name(index) + " refused " + path + ": " + said);
     }
@@ -390,9 +469,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       try {
         co_await connect(std::min(deadline, Clock::now() + kMemberAnswer));
       } catch (const MemberFailed& failed) {
-        note(index, failed.why);
-        cluster->move_on(index);
-        close();
+        member_failed(index, failed);
         pause_first = ++failed_in_a_row % static_cast<int>(options().endpoints.size()) == 0;
       }
       if (pause_first) co_await pause_before_retry(deadline);
@@ -413,16 +490,19 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       try {
         std::tie(status, reply) = co_await exchange(path, body, std::min(deadline, Clock::now() + kMemberAnswer));
       } catch (const MemberFailed& failed) {
-        note(index, failed.why);
-        cluster->move_on(index);
-        close();
+        member_failed(index, failed);
         continue;
       }
       if (status == 200) {
         cluster->answered(index);
         co_return reply;
       }
-      co_await judge(index, status, reply, path, deadline, timeout);
+      try {
+        co_await judge(index, status, reply, path, deadline, timeout);
+      } catch (const MemberFailed& failed) {
+        member_failed(index, failed);
+        continue;
+      }
       if (++failed_in_a_row % static_cast<int>(options().endpoints.size()) == 0) co_await pause_before_retry(deadline);
     }
   }
@@ -446,7 +526,10 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       parser.body_limit(boost::none);
       if (!ec) co_await read_header(parser, ec);
       check_cancelled();
-      if (is_tls_error(ec)) throw tls_refused(index, ec, "");
+      if (is_tls_error(ec)) {
+        member_failed(index, definitively(tls_refused(index, ec)));
+        continue;
+      }
       if (ec && Clock::now() >= deadline && !failures.count(index)) {
         // The caller's deadline, not the member: it answered every request before this one.
         close();
@@ -500,7 +583,10 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
         close();
         throw StoreTimeout("timed out after " + ms_text(timeout));
       }
-      if (is_tls_error(ec)) throw tls_refused(index, ec, "");
+      if (is_tls_error(ec)) {
+        member_failed(index, definitively(tls_refused(index, ec)));
+        continue;
+      }
       if (ec) {
         note(index, "the stream broke: " + ec.message());
         cluster->move_on(index);
@@ -529,6 +615,7 @@ Task<std::string> EtcdConnection::call(std::string path, std::string body, milli
   auto session = session_;  // the coroutine keeps it alive
   session->check_cancelled();
   session->failures.clear();
+  session->definitive_failures.clear();
   co_return co_await session->call(std::move(path), std::move(body), Clock::now() + timeout, timeout);
 }
 
@@ -537,6 +624,7 @@ Task<void> EtcdConnection::stream(std::string path, std::function<std::string()>
   auto session = session_;
   session->check_cancelled();
   session->failures.clear();
+  session->definitive_failures.clear();
   co_await session->stream(std::move(path), std::move(body), std::move(on_line), Clock::now() + timeout, timeout);
 }
 

@@ -14,8 +14,8 @@ constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmn
 json parse(std::string_view body, const char* what) {
   json doc = json::parse(body.begin(), body.end(), nullptr, false);
   if (doc.is_discarded() || !doc.is_object()) {
-    throw EtcdReplyError(std::string("etcd's ") + what + " reply is not JSON: " +
-                         std::string(body.substr(0, 120)));
+    throw EtcdReplyError(std::string("etcd's ") + what + " reply is not JSON (is the endpoint etcd's client port?): " +
+                         one_line(body, 120));
   }
   return doc;
 }
@@ -208,7 +208,7 @@ LeaseReply parse_lease_grant(std::string_view body) {
     throw EtcdReplyError("etcd did not grant a lease: " + reply["error"].dump());
   }
   LeaseReply out{int64_field(reply, "ID"), int64_field(reply, "TTL")};
-  if (out.id == 0 || out.ttl <= 0) throw EtcdReplyError("etcd granted no lease: " + std::string(body.substr(0, 200)));
+  if (out.id == 0 || out.ttl <= 0) throw EtcdReplyError("etcd granted no lease: " + one_line(body, 200));
   return out;
 }
 
@@ -218,7 +218,7 @@ LeaseReply parse_keepalive(std::string_view body) {
   const json reply = parse(body.substr(0, newline), "lease keepalive");
   auto result = reply.find("result");
   if (result == reply.end() || !result->is_object()) {
-    throw EtcdReplyError("etcd's lease keepalive reply has no result: " + std::string(body.substr(0, 200)));
+    throw EtcdReplyError("etcd's lease keepalive reply has no result: " + one_line(body, 200));
   }
   return LeaseReply{int64_field(*result, "ID"), int64_field(*result, "TTL")};
 }
@@ -278,7 +278,7 @@ WatchMessage parse_watch_message(std::string_view line) {
   }
   auto result = message.find("result");
   if (result == message.end() || !result->is_object()) {
-    throw EtcdReplyError("etcd's watch message has no result: " + std::string(line.substr(0, 200)));
+    throw EtcdReplyError("etcd's watch message has no result: " + one_line(line, 200));
   }
   out.revision = header_revision(*result);
   out.created = result->value("created", false);
@@ -294,6 +294,21 @@ WatchMessage parse_watch_message(std::string_view line) {
       out.events.push_back(std::move(each));
     }
   }
+  return out;
+}
+
+std::string one_line(std::string_view text, std::size_t limit) {
+  std::string out;
+  for (char c : text) {
+    if (out.size() >= limit) {
+      out += "...";
+      break;
+    }
+    const bool space = c == '\n' || c == '\r' || c == '\t' || c == ' ';
+    if (space && (out.empty() || out.back() == ' ')) continue;
+    out += space ? ' ' : c;
+  }
+  while (!out.empty() && out.back() == ' ') out.pop_back();
   return out;
 }
 

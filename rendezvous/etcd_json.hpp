@@ -118,6 +118,10 @@ struct WatchMessage {
 };
 WatchMessage parse_watch_message(std::string_view line);
 
+/// `text` for a one-line message: line breaks and tabs become spaces, runs of spaces one, and
+/// at most `limit` bytes (then "...").
+std::string one_line(std::string_view text, std::size_t limit);
+
 /// Splits a watch stream's bytes into its newline-ended messages: appends `bytes` to `pending` and
 /// returns every complete line (without the newline), leaving the incomplete rest in `pending`
 /// (which the caller bounds: kMaxWatchMessage).

@@ -169,6 +169,26 @@ TEST_P(EtcdOnlyTest, AWrongPasswordIsAnAuthenticationErrorAndNoneIsToo) {
     }
     session->stop();
   }
+  // The right password of a user without a role on the prefix: the advice is the grant, not the password.
+  ASSERT_EQ(std::system((etcdctl + "--user root:secret user add alice:pw >/dev/null 2>&1").c_str()), 0);
+  {
+    EtcdOptions alice = etcd_options_;
+    alice.user = "alice";
+    alice.password = "pw";
+    boost::asio::io_context io;
+    auto session = EtcdSession::create(io.get_executor(), alice);
+    EtcdStore store(io.get_executor(), session, 5s, 5s);
+    try {
+      ddprun::testing::run_to_completion(io, store.set("ddprun/rdzv/auth/x", "1"));
+      ADD_FAILURE() << "alice wrote without a role";
+    } catch (const EtcdAuthError& error) {
+      EXPECT_NE(std::string(error.what()).find("permission denied (user 'alice' may not use the keys under key_prefix '" +
+                                               alice.key_prefix + "': grant one of its roles readwrite on that prefix"),
+                std::string::npos)
+          << error.what();
+    }
+    session->stop();
+  }
   // The right password works.
   EtcdOptions options = etcd_options_;
   options.user = "root";
@@ -325,7 +345,8 @@ TEST_F(EtcdTlsTest, EveryDisagreementIsOneLineAtOnce) {
        true, "certificate verify failed (unable to get local issuer certificate): check cacert in --rdzv-conf"},
       {"etcd's certificate does not hold the name we connect to",
        tls(options_for(*etcd_for_localhost), only_localhost, only_localhost.ca()), true,
-       "is a name the certificate holds"},
+       "certificate verify failed (IP address mismatch): etcd's certificate does not hold the name the endpoint is "
+       "written with"},
       {"plain HTTP to a member that speaks TLS", options_for(*etcd), false,
        "speaks TLS: write https://" + etcd->endpoint() + " in --rdzv-endpoint"},
       {"TLS to a member that speaks plain HTTP", tls(options_for(plain), certificates, certificates.ca()), false,
@@ -343,6 +364,82 @@ TEST_F(EtcdTlsTest, EveryDisagreementIsOneLineAtOnce) {
   // And the right settings work, by IP address and by name.
   for (const std::string host : {"127.0.0.1", "localhost"}) {
     EXPECT_EQ(connect(tls(options_for(*etcd, host), certificates, certificates.ca())).error, "") << host;
+  }
+  // A member that fails so (its certificate, its protocol) is left for the others: one member's
+  // expired certificate must not end a job the others can serve. Only when every member fails so
+  // is it an error, at once.
+  auto both = [&](const EtcdMember& first, const EtcdMember& second) {
+    EtcdOptions options = tls(options_for(first), certificates, certificates.ca());
+    options.endpoints.push_back(options_for(second).endpoints.front());
+    return options;
+  };
+  EXPECT_EQ(connect(both(*etcd_for_localhost, *etcd)).error, "") << "a member whose name does not verify, then a good one";
+  EXPECT_EQ(connect(both(plain, *etcd)).error, "") << "a member without TLS, then a good one";
+  const Outcome none = connect(both(plain, *etcd_for_localhost));
+  EXPECT_FALSE(none.unreachable) << none.error;
+  EXPECT_NE(none.error.find("TLS with etcd at " + etcd_for_localhost->endpoint() + " failed: certificate verify failed"),
+            std::string::npos)
+      << none.error;
+  EXPECT_LT(none.took, 3s) << none.error;
+}
+
+// Something that is not etcd on the port: one line that says so, at once.
+TEST_F(EtcdTlsTest, AServerThatIsNotEtcdIsNamedOnOneLine) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  std::atomic<bool> stop{false};
+  std::thread web([&] {
+    while (!stop) {
+      pollfd ready{listener, POLLIN, 0};
+      if (::poll(&ready, 1, 100) <= 0) continue;
+      const int fd = ::accept(listener, nullptr, nullptr);
+      char request[4096];
+      (void)::recv(fd, request, sizeof request, 0);
+      const std::string page = "<!DOCTYPE HTML>\n<html>\n<body>Unsupported method ('POST')</body>\n</html>\n";
+      const std::string reply = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/html\r\nContent-Length: " +
+                                std::to_string(page.size()) + "\r\n\r\n" + page;
+      (void)::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+      ::close(fd);
+    }
+  });
+  EtcdOptions options;
+  options.endpoints = {Endpoint{"127.0.0.1", ntohs(address.sin_port)}};
+  options.key_prefix = fresh_prefix();
+  const Outcome outcome = connect(options);
+  stop = true;
+  web.join();
+  ::close(listener);
+  EXPECT_FALSE(outcome.unreachable) << outcome.error;
+  EXPECT_NE(outcome.error.find("answered /v3/kv/range with HTTP 501, not as etcd's v3 API does (is it etcd's client "
+                               "port, etcd 3.4 or later?): <!DOCTYPE HTML> <html> <body>"),
+            std::string::npos)
+      << outcome.error;
+  EXPECT_EQ(outcome.error.find('\n'), std::string::npos) << outcome.error;
+  EXPECT_LT(outcome.took, 3s);
+}
+
+// OpenSSL would prompt for the passphrase (on a terminal: forever; without one: reading stdin).
+TEST_F(EtcdTlsTest, AnEncryptedKeyIsNamedWithoutAPrompt) {
+  const TestCertificates certificates({"127.0.0.1"});
+  EtcdOptions options;
+  options.endpoints = {Endpoint{"127.0.0.1", 2379}};
+  options.tls = true;
+  options.cacert = certificates.ca();
+  options.cert = certificates.client_cert();
+  options.key = certificates.client_key_encrypted();
+  try {
+    EtcdCluster cluster(options);
+    ADD_FAILURE() << "took an encrypted key without its passphrase";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("it is encrypted with a passphrase, which ddprun does not ask for"),
+              std::string::npos)
+        << error.what();
   }
 }
 

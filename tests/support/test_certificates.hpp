@@ -1,7 +1,7 @@
 #pragma once
 /// TestCertificates: a throwaway certificate authority, a server certificate for the names a test's
 /// etcd answers at, a client certificate that CA signed, and a stranger's client certificate signed
-/// by another CA: PEM files in a folder of the test's own, made with OpenSSL's library (no openssl
+/// by another CA (and the client key encrypted with a passphrase): PEM files in a folder of the test's own, made with OpenSSL's library (no openssl
 /// command needed), valid from an hour ago for a day. Keys are P-256 (fast to make, and Go's TLS
 /// and OpenSSL both take them).
 #include <openssl/evp.h>
@@ -38,6 +38,11 @@ class TestCertificates {
     write(sign(&ca, server_key.get(), "etcd", false, names, "serverAuth,clientAuth").get(), server_key.get(), "server");
     Key client_key = make_key();
     write(sign(&ca, client_key.get(), "ddprun agent", false, "", "clientAuth").get(), client_key.get(), "client");
+    std::FILE* encrypted = std::fopen(file("client-encrypted.key").c_str(), "w");
+    check(encrypted != nullptr && PEM_write_PKCS8PrivateKey(encrypted, client_key.get(), EVP_aes_128_cbc(), "secret", 6,
+                                                            nullptr, nullptr) == 1,
+          "writing an encrypted key");
+    std::fclose(encrypted);
     Key stranger_key = make_key();
     write(sign(&other, stranger_key.get(), "stranger", false, "", "clientAuth").get(), stranger_key.get(), "stranger");
     write(other.cert.get(), other.key.get(), "other-ca");
@@ -55,6 +60,8 @@ class TestCertificates {
   std::string server_key() const { return file("server.key"); }
   std::string client_cert() const { return file("client.pem"); }
   std::string client_key() const { return file("client.key"); }
+  /// The client key encrypted with the passphrase "secret" (PKCS#8).
+  std::string client_key_encrypted() const { return file("client-encrypted.key"); }
   std::string stranger_cert() const { return file("stranger.pem"); }
   std::string stranger_key() const { return file("stranger.key"); }
 
