@@ -29,6 +29,9 @@ namespace {
 /// this only bounds how long a silently dead connection could hide (the keep-alive notices first).
 constexpr milliseconds kEndWaitSlice{std::chrono::minutes(10)};
 
+/// After a beat the store did not take: the pause before the next (at most keep_alive_interval).
+constexpr milliseconds kRetryBeatAfter{500};
+
 /// "a (10.0.0.1)" for each of `ids` in `round`.
 std::vector<std::string> describe_nodes(const RoundDecision& round, const std::vector<std::string>& ids) {
   std::vector<std::string> described;
@@ -129,6 +132,8 @@ class NodeMembership::State : public std::enable_shared_from_this<State> {
   void arm_waiting_line();
   void update_waiting(const JoinProgress& progress);
   void store_answered();
+  void store_asked();
+  void arm_store_silence(Clock::time_point since, Clock::time_point deadline);
   std::string dropped_message(const std::string& message);
 
   // The coroutines; each owns the state with the membership (`self` is the shared pointer).
@@ -169,8 +174,11 @@ class NodeMembership::State : public std::enable_shared_from_this<State> {
   bool waiting = false;
   JoinProgress waiting_progress;
   Clock::time_point waiting_since;
-  /// When the store last answered: store_silence runs from then.
+  /// When the store last answered.
   Clock::time_point store_answered_at;
+  /// When the keep-alive first asked the store something it has not answered yet: the store's
+  /// silence counts from then (between beats nothing is asked, so nothing is unanswered).
+  std::optional<Clock::time_point> first_unanswered_ask;
 };
 
 void NodeMembership::State::begin_waiting() {
@@ -200,13 +208,27 @@ void NodeMembership::State::update_waiting(const JoinProgress& progress) {
 void NodeMembership::State::store_answered() {
   const auto since = Clock::now();
   store_answered_at = since;
-  store_silence.expires_at(since + settings.read_timeout);
-  store_silence.async_wait([this, self = shared_from_this(), since](const boost::system::error_code& ec) {
+  first_unanswered_ask.reset();
+  arm_store_silence(since, since + settings.read_timeout);
+}
+
+void NodeMembership::State::store_asked() {
+  if (!first_unanswered_ask) first_unanswered_ask = Clock::now();
+}
+
+void NodeMembership::State::arm_store_silence(Clock::time_point since, Clock::time_point deadline) {
+  store_silence.expires_at(deadline);
+  store_silence.async_wait([this, self = shared_from_this(), since, deadline](const boost::system::error_code& ec) {
     // An answer that came after this timer had expired, but before this handler ran, re-armed it.
     if (ec || stopped || since != store_answered_at) return;
     // This agent stood still, not the store: the keep-alive says so when it wakes, and the store
     // gets a whole read_timeout to answer again.
-    if (stall_watch.fired(since + settings.read_timeout, Clock::now(), since)) return store_answered();
+    if (stall_watch.fired(deadline, Clock::now(), since)) return store_answered();
+    // The store is silent only from the first question it left unanswered: an outage that began
+    // between two beats gets its whole read_timeout too (etcd: a majority lost for less than that).
+    const auto silent_until = first_unanswered_ask ? *first_unanswered_ask + settings.read_timeout
+                                                   : Clock::now() + settings.read_timeout;
+    if (silent_until > Clock::now()) return arm_store_silence(since, silent_until);
     fail("lost the rendezvous store at " + address() + ": no answer for " + describe_duration(settings.read_timeout) +
          " (read_timeout)" + (last_store_error.empty() ? std::string() : "; last error: " + last_store_error));
   });
@@ -356,22 +378,30 @@ Task<void> NodeMembership::State::run_keep_alive(std::shared_ptr<State> self) {
   // The store failed or was slow to take this node's beat: it could not take the others' either
   // (an etcd leader election), so their silence meanwhile proves nothing.
   bool store_faltered = false;
+  // After a beat the store did not take, the next is sent soon, not an interval later: the store's
+  // silence counts from its first unanswered question (store_asked), so it must keep being asked
+  // to be found answering again within read_timeout.
+  bool beat_failed = false;
   for (;;) {
     if (s.stopped) co_return;  // before a whole interval's sleep
     // Idle until the first round forms (join() wrote the first heartbeat); then every interval.
     if (counter == 0) {
       while (!s.stopped && !s.watched) co_await s.next_change();
     } else {
-      s.stall_watch.sleeping_until(Clock::now() + s.settings.keep_alive_interval);
-      s.beat_timer.expires_after(s.settings.keep_alive_interval);
+      const auto pause = beat_failed ? std::min<std::chrono::nanoseconds>(s.settings.keep_alive_interval, kRetryBeatAfter)
+                                     : std::chrono::nanoseconds(s.settings.keep_alive_interval);
+      s.stall_watch.sleeping_until(Clock::now() + pause);
+      s.beat_timer.expires_after(pause);
       co_await sleep_on(s.beat_timer);
     }
+    beat_failed = false;
     if (s.stopped) co_return;
     const std::optional<StallWatch::Stall> stall = s.stall_watch.woke(Clock::now());
     const RoundDecision round = *s.watched;
     std::optional<std::string> failure;
     try {
       const auto began = Clock::now();
+      s.store_asked();
       co_await s.keep_alive_protocol.beat(s.self.id, ++counter);
       // The counters read below are the store's as of this moment or later: judged as of now, a
       // stall of this agent inside the read cannot pass for the others' silence.
@@ -417,6 +447,7 @@ Task<void> NodeMembership::State::run_keep_alive(std::shared_ptr<State> self) {
       // store_silence tells on the agent's loop.
       s.last_store_error = error.what();
       store_faltered = true;
+      beat_failed = true;
     } catch (const RendezvousError& error) {
       failure = error.what();
     }

@@ -190,6 +190,31 @@ TEST_F(EtcdSingleMember, AFrozenAgentLosesItsLeaseAndIsDropped) {
   EXPECT_NE((oa.err + ob.err).find("stopped heart-beating"), std::string::npos) << oa.err << ob.err;
 }
 
+// read_timeout is the store's silence counted from the first question it left unanswered, not from
+// its last answer: an etcd that stops answering for less than read_timeout (a majority lost for a
+// while, here the one member frozen) ends nothing, whenever between two beats it began.
+TEST_F(EtcdSingleMember, AStoreSilentForLessThanReadTimeoutEndsNothing) {
+  TempDir dir;
+  const std::string worker = go_worker(dir);
+  const auto flags =
+      etcd_node("2", endpoint(), "outage", 1, "join_timeout=60,lease_ttl=15,keep_alive_interval=4,read_timeout=6");
+  Launch a(concat(flags, {worker}));
+  Launch b(concat(flags, {worker}));
+  ASSERT_TRUE(eventually([&] { return starts_of_world(dir, 2) == 2; }, 60s)) << "no round of 2 started";
+  std::this_thread::sleep_for(4s);  // a beat or two in
+  etcd_->signal(SIGSTOP);
+  std::this_thread::sleep_for(5s);  // less than read_timeout, but past the last answer + read_timeout mostly
+  etcd_->signal(SIGCONT);
+  std::this_thread::sleep_for(3s);
+  EXPECT_TRUE(process_alive(a.pid()) && process_alive(b.pid())) << "an agent ended";
+  EXPECT_EQ(starts(dir).size(), 2U) << "a worker stopped or started";
+  std::ofstream(dir.path() / "go");
+  for (Launch* launch : {&a, &b}) {
+    Outcome outcome = launch->wait(kJobBound);
+    EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  }
+}
+
 TEST_F(EtcdSingleMember, AnotherJobShapeUnderTheSameKeyPrefixIsNamed) {
   TempDir dir;
   const std::string worker = go_worker(dir);
