@@ -365,8 +365,8 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     else co_await http::async_read_header(*plain, buffer, parser, asio::redirect_error(use_awaitable, ec));
   }
 
-  /// A request's write or read failed: throws what that means (MemberFailed to try the next member,
-  /// EtcdAuthError when TLS refused us, StoreError when the member wants TLS and we spoke plain).
+  /// A request's write or read failed: throws MemberFailed, definitive when TLS refused us or the
+  /// member wants TLS and we spoke plain (then its error is thrown once every member failed so).
   Task<void> io_failed(const boost::system::error_code& ec, Clock::time_point until) {
     const std::size_t index = *member;
     // TLS 1.3 ends the handshake before the server has judged our certificate: its refusal comes

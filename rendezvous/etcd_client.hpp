@@ -11,9 +11,14 @@
 /// sent twice; the store sends only requests that are safe to repeat (reads, puts of the same value,
 /// transactions guarded by a compare; see etcd_store.hpp for the one exception).
 ///
+/// A member that can never serve this client (its TLS refused us or did not verify, it speaks the
+/// other protocol, it is not etcd) is left like one that failed: one member's expired certificate
+/// does not end a job the others serve. Only when every member failed so is that error thrown, at
+/// once (EtcdAuthError for TLS, StoreError for the others), not after the deadline.
+///
 /// Errors: EtcdUnreachable ("no etcd member answered within 10 s: h1:2379 (connection refused),
-/// h2:2379 (no answer within 3 s)"), EtcdAuthError (credentials missing or wrong, a TLS handshake
-/// refused), StoreError for a request etcd refused, StoreTimeout for a stream's deadline.
+/// h2:2379 (no answer within 3 s)"), EtcdAuthError (credentials missing or wrong, TLS refused or
+/// not verified), StoreError for a request etcd refused, StoreTimeout for a stream's deadline.
 ///
 /// One operation at a time per connection; use it from the loop's thread only. The connection may
 /// be destroyed while an operation pends: it is cancelled and ends with StoreError "interrupted".
