@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -248,6 +249,47 @@ TEST(EtcdAuthToken, AnExpiredTokenIsRenewedAndTheRequestGoesThrough) {
 
 }  // namespace
 
+/// A fake etcd member on loopback for tests of broken or hostile endpoints: for each connection,
+/// reads the request (whatever it is) and lets `answer` write to the socket, then closes it.
+class FakeMember {
+ public:
+  explicit FakeMember(std::function<void(int fd, const std::atomic<bool>& stop)> answer) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(listener_, 4) != 0) {
+      throw std::runtime_error("the fake member cannot listen");
+    }
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this, answer = std::move(answer)] {
+      while (!stop_) {
+        pollfd ready{listener_, POLLIN, 0};
+        if (::poll(&ready, 1, 100) <= 0) continue;
+        const int fd = ::accept(listener_, nullptr, nullptr);
+        char request[4096];
+        (void)::recv(fd, request, sizeof request, 0);
+        answer(fd, stop_);
+        ::close(fd);
+      }
+    });
+  }
+  ~FakeMember() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  int port() const { return port_; }
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
 // TLS: what a user reads when the two sides disagree. Each case must end at once with one line
 // that names the cause, not after the join timeout (etcd refuses a missing or foreign client
 // certificate only after the TLS 1.3 handshake, and closes a plain HTTP connection without a word).
@@ -385,36 +427,19 @@ TEST_F(EtcdTlsTest, EveryDisagreementIsOneLineAtOnce) {
 
 // Something that is not etcd on the port: one line that says so, at once.
 TEST_F(EtcdTlsTest, AServerThatIsNotEtcdIsNamedOnOneLine) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  std::atomic<bool> stop{false};
-  std::thread web([&] {
-    while (!stop) {
-      pollfd ready{listener, POLLIN, 0};
-      if (::poll(&ready, 1, 100) <= 0) continue;
-      const int fd = ::accept(listener, nullptr, nullptr);
-      char request[4096];
-      (void)::recv(fd, request, sizeof request, 0);
+  EtcdOptions options;
+  options.key_prefix = fresh_prefix();
+  Outcome outcome;
+  {
+    FakeMember web([](int fd, const std::atomic<bool>&) {
       const std::string page = "<!DOCTYPE HTML>\n<html>\n<body>Unsupported method ('POST')</body>\n</html>\n";
       const std::string reply = "HTTP/1.1 501 Not Implemented\r\nContent-Type: text/html\r\nContent-Length: " +
                                 std::to_string(page.size()) + "\r\n\r\n" + page;
       (void)::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
-      ::close(fd);
-    }
-  });
-  EtcdOptions options;
-  options.endpoints = {Endpoint{"127.0.0.1", ntohs(address.sin_port)}};
-  options.key_prefix = fresh_prefix();
-  const Outcome outcome = connect(options);
-  stop = true;
-  web.join();
-  ::close(listener);
+    });
+    options.endpoints = {Endpoint{"127.0.0.1", web.port()}};
+    outcome = connect(options);
+  }
   EXPECT_FALSE(outcome.unreachable) << outcome.error;
   EXPECT_NE(outcome.error.find("answered /v3/kv/range with HTTP 501, not as etcd's v3 API does (is it etcd's client "
                                "port, etcd 3.4 or later?): <!DOCTYPE HTML> <html> <body>"),
@@ -459,50 +484,32 @@ TEST_F(EtcdTlsTest, AFileThatCannotBeReadIsNamed) {
 // A member that streams a watch message without end (a broken or hostile endpoint): the client
 // leaves it once the message passes kMaxWatchMessage, instead of growing without bound.
 TEST(EtcdStream, AMessageWithoutEndIsCutOffAtTheBound) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t length = sizeof address;
-  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  ASSERT_EQ(::listen(listener, 4), 0);
-  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
-  std::atomic<bool> stop{false};
   std::atomic<std::size_t> most_sent{0};
-  std::thread member([&] {
-    while (!stop) {
-      pollfd ready{listener, POLLIN, 0};
-      if (::poll(&ready, 1, 100) <= 0) continue;
-      const int fd = ::accept(listener, nullptr, nullptr);
-      char request[4096];
-      (void)::recv(fd, request, sizeof request, 0);  // the watch request: its content does not matter
+  std::size_t lines = 0;
+  {
+    FakeMember member([&most_sent](int fd, const std::atomic<bool>& stop) {
       const std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
       (void)::send(fd, head.data(), head.size(), MSG_NOSIGNAL);
       const std::string chunk = "10000\r\n" + std::string(0x10000, 'x') + "\r\n";
       std::size_t sent = 0;
       while (!stop && sent < 64u << 20 && ::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL) > 0) sent += 0x10000;
       most_sent = std::max<std::size_t>(most_sent, sent);
-      ::close(fd);
+    });
+    EtcdOptions options;
+    options.endpoints = {Endpoint{"127.0.0.1", member.port()}};
+    boost::asio::io_context io;
+    EtcdConnection connection(io.get_executor(), std::make_shared<EtcdCluster>(options));
+    try {
+      ddprun::testing::run_to_completion(
+          io, connection.stream("/v3/watch", [] { return std::string("{}"); },
+                                [&](const std::string&) { return ++lines, false; }, 3s));
+      ADD_FAILURE() << "the stream ended";
+    } catch (const EtcdUnreachable& error) {
+      EXPECT_NE(std::string(error.what()).find("sent a watch message over 16 MiB"), std::string::npos) << error.what();
+    } catch (const StoreError& error) {
+      ADD_FAILURE() << error.what();
     }
-  });
-  EtcdOptions options;
-  options.endpoints = {Endpoint{"127.0.0.1", ntohs(address.sin_port)}};
-  boost::asio::io_context io;
-  EtcdConnection connection(io.get_executor(), std::make_shared<EtcdCluster>(options));
-  std::size_t lines = 0;
-  try {
-    ddprun::testing::run_to_completion(
-        io, connection.stream("/v3/watch", [] { return std::string("{}"); },
-                              [&](const std::string&) { return ++lines, false; }, 3s));
-    ADD_FAILURE() << "the stream ended";
-  } catch (const EtcdUnreachable& error) {
-    EXPECT_NE(std::string(error.what()).find("sent a watch message over 16 MiB"), std::string::npos) << error.what();
-  } catch (const StoreError& error) {
-    ADD_FAILURE() << error.what();
   }
-  stop = true;
-  member.join();
-  ::close(listener);
   EXPECT_EQ(lines, 0U);
   EXPECT_LT(most_sent.load(), 64u << 20) << "the client read on past the bound";
 }
