@@ -149,7 +149,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
   void note(std::size_t index, const std::string& why) { failures[index] = why; }
 
   /// `index` failed: noted, and the next member is tried first; when every member failed
-  /// definitively, this one's error is thrown.
+  /// definitively, the first listed member's error is thrown (the same whatever the order of tries).
   void member_failed(std::size_t index, const MemberFailed& failed) {
     note(index, failed.why);
     if (failed.definitive) definitive_failures[index] = failed.definitive;
@@ -157,7 +157,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     cluster->move_on(index);
     close();
     if (failed.definitive && definitive_failures.size() == options().endpoints.size()) {
-      std::rethrow_exception(failed.definitive);
+      std::rethrow_exception(definitive_failures.begin()->second);
     }
   }
 
