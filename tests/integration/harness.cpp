@@ -7,7 +7,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -176,6 +178,18 @@ std::vector<std::string> one_node_job_flags(bool multi_node) {
   if (!multi_node) return {"--standalone"};
   return {"--nnodes=1:2", "--rdzv-backend=c10d", "--rdzv-endpoint=127.0.0.1:" + std::to_string(free_port()),
           "--rdzv-conf=last_call_timeout=0.2,join_timeout=30"};
+}
+
+std::vector<pid_t> processes_with_argument(const std::string& needle) {
+  std::vector<pid_t> found;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string cmdline = read_file(entry.path() / "cmdline");
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    if (cmdline.find(needle) != std::string::npos) found.push_back(std::stoi(name));
+  }
+  return found;
 }
 
 bool process_alive(pid_t pid) {

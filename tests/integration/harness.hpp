@@ -84,6 +84,9 @@ std::string read_file(const std::filesystem::path& path);
 /// KEY=VALUE lines as a map.
 std::map<std::string, std::string> parse_env_file(const std::filesystem::path& path);
 bool process_alive(pid_t pid);
+/// The processes (of this machine, any namespace's) whose command line holds `needle`, its
+/// arguments joined by spaces: a test's unique argument, or a secret that must be on none.
+std::vector<pid_t> processes_with_argument(const std::string& needle);
 std::vector<std::string> split_lines(const std::string& text);
 
 }  // namespace ddprun::testing

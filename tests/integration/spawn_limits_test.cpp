@@ -15,19 +15,6 @@ namespace {
 
 std::string pid1_recorder_binary() { return PID1_RECORDER_BINARY; }
 
-/// Processes whose command line holds `needle` (a unique argument of the test's workers).
-std::vector<pid_t> processes_with_argument(const std::string& needle) {
-  std::vector<pid_t> found;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::string cmdline = read_file(entry.path() / "cmdline");
-    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
-    if (cmdline.find(needle) != std::string::npos) found.push_back(std::stoi(name));
-  }
-  return found;
-}
-
 struct LimitCase {
   const char* name;
   int open_files;

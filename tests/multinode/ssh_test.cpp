@@ -160,19 +160,6 @@ TEST(HostfileOverSsh, ACutLinkStopsThatHostsWorkersAndFailsTheJob) {
   lab->restore(2);
 }
 
-/// The pids of processes whose command line holds `text`.
-std::vector<std::string> command_lines_with(const std::string& text) {
-  std::vector<std::string> found;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(entry.path() / "cmdline", std::ios::binary);
-    std::string line((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (line.find(text) != std::string::npos) found.push_back(name);
-  }
-  return found;
-}
-
 // The launcher's store token reaches every host's agent and worker on the go line, never on a
 // command line: the static job's store (node 0's agent) takes only agents that have it.
 TEST(HostfileOverSsh, TheStoreTokenReachesEveryHostOffTheCommandLine) {
@@ -190,7 +177,7 @@ TEST(HostfileOverSsh, TheStoreTokenReachesEveryHostOffTheCommandLine) {
   std::vector<std::string> tokens;
   for (int rank = 0; rank < 6; ++rank) tokens.push_back("token_" + std::to_string(rank));
   ASSERT_TRUE(files_appear(dir, tokens, 60s)) << launch.wait(1s).err;
-  EXPECT_EQ(command_lines_with(secret), std::vector<std::string>{}) << "the token is on a command line";
+  EXPECT_EQ(processes_with_argument(secret), std::vector<pid_t>{}) << "the token is on a command line";
   for (const auto& token : tokens) EXPECT_EQ(read_file(dir.path() / token), secret) << token;
   launch.send(SIGINT);
   Outcome outcome = launch.wait(60s);
