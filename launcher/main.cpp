@@ -44,7 +44,7 @@ int run(const std::vector<std::string>& args) {
   LaunchConfig& config = std::get<LaunchConfig>(command_line);
   // --hostfile / -H: this ddprun starts every host's agent over ssh and runs no worker itself.
   if (!config.fleet.hosts.empty()) return run_fleet(config, env);
-  WorkerCommand command = resolve_program(config, env);
+  WorkerCommand command = resolve_program(config, env, own_executable_dir());
   Agent agent(AgentPlan{std::move(config), std::move(command), std::move(env), this_hostname()});
   return agent.run();
 }

@@ -113,7 +113,7 @@ std::string describe_python(const PythonChoice& choice) {
   return choice.interpreter.string() + " (" + choice.reason + ")";
 }
 
-PythonChoice choose_python(const Environ& env, const std::string& program) {
+PythonChoice choose_python(const Environ& env, const std::string& program, const fs::path& launcher_dir) {
   const std::string for_what =
       program.empty() ? "" : " (the interpreter that would run " + quote_for_message(program) + ")";
   if (auto exec = lookup(env, "PYTHON_EXEC"); exec && !exec->empty()) {
@@ -121,6 +121,12 @@ PythonChoice choose_python(const Environ& env, const std::string& program) {
     std::string why = exec->find('/') == std::string::npos ? "not found on PATH" : why_not_executable(*exec);
     throw UsageError("PYTHON_EXEC: " + quote_for_message(*exec) + " is " + (why == "no such file" ? "missing" : why) +
                      for_what);
+  }
+  if (!launcher_dir.empty()) {
+    for (const char* name : {"python3", "python"}) {
+      fs::path candidate = launcher_dir / name;
+      if (is_executable_file(candidate)) return {absolute_path(candidate), "beside ddprun in " + launcher_dir.string()};
+    }
   }
   std::string skipped;  // environments that were active but had no interpreter: said in the reason
   for (const char* variable : {"VIRTUAL_ENV", "CONDA_PREFIX"}) {
@@ -135,6 +141,12 @@ PythonChoice choose_python(const Environ& env, const std::string& program) {
   throw UsageError("PROGRAM " + quote_for_message(program) +
                    ": python3 is not on PATH (set PYTHON_EXEC, or use --no-python for a program that is "
                    "not Python)");
+}
+
+fs::path own_executable_dir() {
+  std::error_code error;
+  fs::path self = fs::read_symlink("/proc/self/exe", error);
+  return error ? fs::path() : self.parent_path();
 }
 
 std::optional<PythonShebang> parse_python_shebang(std::string_view head) {
@@ -197,7 +209,7 @@ std::optional<fs::path> find_program(const std::string& program, const Environ& 
   return std::nullopt;
 }
 
-WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env) {
+WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env, const fs::path& launcher_dir) {
   WorkerCommand command;
   if (config.program.empty()) throw UsageError("PROGRAM: missing; usage: ddprun [options] PROGRAM [ARGS...]");
   std::vector<std::string> local_rank_arg;  // torch.distributed.launch's, right after PROGRAM
@@ -214,17 +226,27 @@ WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env) {
     if (!config.no_python) {
       if (auto head = read_head(*found)) shebang = parse_python_shebang(*head);
     }
+    // "python3" or "python" with no folder asks for whichever Python this is run with: PYTHON.
     // An interpreter that cannot be found is left to the kernel, which fails the way it always has.
-    std::optional<fs::path> interpreter = shebang ? find_executable(shebang->interpreter, env) : std::nullopt;
+    std::optional<PythonChoice> interpreter;
+    if (shebang && (shebang->interpreter == "python3" || shebang->interpreter == "python")) {
+      PythonChoice python = choose_python(env, config.program, launcher_dir);
+      python.reason = "the #! line of " + found->string() + " names " + shebang->interpreter + ": " + python.reason;
+      interpreter = std::move(python);
+    } else if (shebang) {
+      if (auto path = find_executable(shebang->interpreter, env)) {
+        interpreter = PythonChoice{*path, "the #! line of " + found->string()};
+      }
+    }
     if (interpreter) {
       // The path Python opens: as typed, or where PATH found it (what the kernel would pass).
       std::string script = config.program.find('/') == std::string::npos ? found->string() : config.program;
-      command.executable = interpreter->string();
-      command.argv.push_back(interpreter->string());
+      command.executable = interpreter->interpreter.string();
+      command.argv.push_back(interpreter->interpreter.string());
       command.argv.insert(command.argv.end(), shebang->args.begin(), shebang->args.end());
       command.argv.push_back("-u");
       command.argv.push_back(script);
-      command.python = PythonChoice{*interpreter, "the #! line of " + found->string()};
+      command.python = std::move(interpreter);
     } else {
       command.executable = found->string();
       command.argv.push_back(config.program);
@@ -233,7 +255,7 @@ WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env) {
     if (config.mode == ProgramMode::python_script && ::access(config.program.c_str(), R_OK) != 0) {
       throw UsageError("PROGRAM " + quote_for_message(config.program) + ": cannot be read (" + std::strerror(errno) + ")");
     }
-    PythonChoice python = choose_python(env, config.program);
+    PythonChoice python = choose_python(env, config.program, launcher_dir);
     command.executable = python.interpreter.string();
     command.argv = {python.interpreter.string(), "-u"};
     if (config.mode == ProgramMode::python_module) command.argv.push_back("-m");

@@ -15,9 +15,9 @@ namespace ddprun::launcher {
 /// (`-v`, the run's log, the failure summary's ModuleNotFoundError hint).
 struct PythonChoice {
   std::filesystem::path interpreter;  ///< absolute, symlinks kept (a venv's bin/python finds its pyvenv.cfg)
-  /// Why this one: "PYTHON_EXEC", "VIRTUAL_ENV=/x", "CONDA_PREFIX=/y", "python3 on PATH", or
-  /// "the #! line of /path/tool" (a console script); a skipped candidate is said after it, e.g.
-  /// "python3 on PATH; VIRTUAL_ENV=/x has no bin/python".
+  /// Why this one: "PYTHON_EXEC", "beside ddprun in /env/bin", "VIRTUAL_ENV=/x", "CONDA_PREFIX=/y",
+  /// "python3 on PATH", or "the #! line of /path/tool" (a console script); a skipped candidate is
+  /// said after it, e.g. "python3 on PATH; VIRTUAL_ENV=/x has no bin/python".
   std::string reason;
 };
 
@@ -27,14 +27,22 @@ std::string describe_python(const PythonChoice& choice);
 /// The interpreter of Python workers, in this documented order (the first that applies wins):
 /// 1. $PYTHON_EXEC (a path, or a name looked up on PATH), as torchrun; set but not executable is
 ///    a UsageError naming it, never a silent fallback;
-/// 2. $VIRTUAL_ENV/bin/python: the active virtual environment (torchrun runs its own interpreter,
-///    which is the venv's when the venv's torchrun is the one called);
-/// 3. $CONDA_PREFIX/bin/python: the active conda environment;
-/// 4. python3 on PATH.
+/// 2. python3, else python, in `launcher_dir`, the folder of ddprun's own executable: ddprun
+///    installed into a Python env (pip into a venv or conda env) sits in that env's bin/, beside
+///    its interpreter, as the env's torchrun does, which runs its own interpreter (called by full
+///    path, venv/bin/ddprun, the venv needs no activation);
+/// 3. $VIRTUAL_ENV/bin/python: the active virtual environment;
+/// 4. $CONDA_PREFIX/bin/python: the active conda environment;
+/// 5. python3 on PATH.
 /// A VIRTUAL_ENV or CONDA_PREFIX without an executable bin/python is skipped (said in the reason).
-/// Reads only `env` and whether those files are executable. Throws UsageError when none is found;
-/// `program` only names what the interpreter was for in that message.
-PythonChoice choose_python(const Environ& env, const std::string& program = "");
+/// Reads only `env`, `launcher_dir` and whether those files are executable. Throws UsageError when
+/// none is found; `program` only names what the interpreter was for in that message.
+PythonChoice choose_python(const Environ& env, const std::string& program = "",
+                           const std::filesystem::path& launcher_dir = {});
+
+/// The folder of this process's executable (/proc/self/exe's, symlinks resolved: a link to
+/// venv/bin/ddprun still finds the venv); empty when it cannot be read.
+std::filesystem::path own_executable_dir();
 
 /// A Python interpreter named by a program's first line(s), as the kernel would run it.
 struct PythonShebang {
@@ -68,14 +76,18 @@ struct WorkerCommand {
 /// - executable: {PROGRAM as typed, ARGS...}, exec'd from find_program's path; except, unless
 ///   config.no_python, a file whose first line names a Python interpreter (parse_python_shebang
 ///   of at most kShebangBytes): {INTERPRETER, its #! args..., "-u", PROGRAM's path, ARGS...}, as
-///   torchrun runs every program with `python -u`. A file that cannot be read is exec'd as it is.
-/// PYTHON is choose_python(env).
+///   torchrun runs every program with `python -u`. A #! line that names no folder
+///   (`#!/usr/bin/env python3`, pip's unbuilt `#!python`) asks for "the" python or python3, so it
+///   runs with PYTHON, as torchrun runs it with its own; a versioned name (`env python3.9`) is
+///   looked up on PATH as the kernel would. A file that cannot be read is exec'd as it is.
+/// PYTHON is choose_python(env, PROGRAM, launcher_dir).
 /// With config.append_local_rank, `--local_rank=${local_rank}` (underscore) or
 /// `--local-rank=${local_rank}` (dash) comes right after PROGRAM, before ARGS, where
 /// torch.distributed.launch puts it.
 /// ARGS still hold `${local_rank}`/`$local_rank`: substitute per worker. Throws UsageError naming
 /// what is missing or not executable.
-WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env);
+WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env,
+                              const std::filesystem::path& launcher_dir = {});
 
 /// A worker's argv: argv[0] as it is; in every other argument `$local_rank` and `${local_rank}`
 /// become the local rank and `$$` becomes `$`, as torchrun's string.Template.safe_substitute

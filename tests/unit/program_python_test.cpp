@@ -67,6 +67,46 @@ TEST_F(PythonChoiceTest, DocumentedOrder) {
   EXPECT_EQ(describe_python({"/usr/bin/python3", "python3 on PATH"}), "/usr/bin/python3 (python3 on PATH)");
 }
 
+TEST_F(PythonChoiceTest, TheInterpreterBesideDdprunComesAfterPythonExecOnly) {
+  // ddprun pip-installed into an env sits in its bin/ beside python3 (a venv's is a symlink) and
+  // python; a build tree's bin/ has none. Called by full path, no env is active.
+  for (const char* dir : {"env/bin", "pyonly/bin", "build/bin"}) fs::create_directories(root_ / dir);
+  fs::create_symlink(root_ / "bin/python3", root_ / "env/bin/python3");
+  write(root_ / "env/bin/python", "#!/bin/sh\n", 0755);
+  write(root_ / "pyonly/bin/python", "#!/bin/sh\n", 0755);
+  write(root_ / "build/bin/python3", "not executable\n", 0644);
+  struct Row {
+    Environ env;
+    std::string dir;
+    std::string interpreter;
+    std::string reason;
+  };
+  const std::string path = at("bin");
+  const Environ active{{"PATH", path}, {"VIRTUAL_ENV", at("venv")}, {"CONDA_PREFIX", at("conda")}};
+  Environ with_exec = active;
+  with_exec["PYTHON_EXEC"] = at("exec/py");
+  const std::vector<Row> rows{
+      {{{"PATH", path}}, at("env/bin"), at("env/bin/python3"), "beside ddprun in " + at("env/bin")},
+      {active, at("env/bin"), at("env/bin/python3"), "beside ddprun in " + at("env/bin")},
+      {active, at("pyonly/bin"), at("pyonly/bin/python"), "beside ddprun in " + at("pyonly/bin")},
+      {with_exec, at("env/bin"), at("exec/py"), "PYTHON_EXEC"},
+      // Nothing executable beside it: the order goes on as before.
+      {active, at("build/bin"), at("venv/bin/python"), "VIRTUAL_ENV=" + at("venv")},
+      {{{"PATH", path}}, at("build/bin"), at("bin/python3"), "python3 on PATH"},
+      {{{"PATH", path}}, at("missing/bin"), at("bin/python3"), "python3 on PATH"},
+  };
+  for (const auto& row : rows) {
+    PythonChoice choice = choose_python(row.env, "t.py", row.dir);
+    SCOPED_TRACE(row.dir + ": " + describe_python(choice));
+    EXPECT_EQ(choice.interpreter, row.interpreter);  // the symlink's path, not its target
+    EXPECT_EQ(choice.reason, row.reason);
+  }
+}
+
+TEST_F(PythonChoiceTest, OwnExecutableDirIsThisTestsFolder) {
+  EXPECT_EQ(own_executable_dir(), fs::canonical("/proc/self/exe").parent_path());
+}
+
 TEST_F(PythonChoiceTest, VenvInterpreterKeepsItsSymlinkPath) {
   // A venv's bin/python is a symlink; resolving it would lose the venv (pyvenv.cfg sits beside it).
   fs::create_directories(root_ / "linked/bin");
@@ -153,6 +193,29 @@ TEST_F(ConsoleScriptTest, EnvShebangFindsTheInterpreterOnPath) {
   write(root_ / "tools/tool", "#!/usr/bin/env python3\n", 0755);
   WorkerCommand c = resolve_program(config(at("tools/tool")), {{"PATH", at("bin")}});
   EXPECT_EQ(c.argv, (Args{at("bin/python3"), "-u", at("tools/tool")}));
+}
+
+TEST_F(ConsoleScriptTest, UnversionedEnvShebangRunsWithTheWorkersPython) {
+  // `#!/usr/bin/env python3` and pip's unbuilt `#!python` ask for "the" Python: the one ddprun
+  // runs Python workers with (beside ddprun, an active env), as torchrun runs its own.
+  fs::create_directories(root_ / "env/bin");
+  write(root_ / "env/bin/python3", "#!/bin/sh\n", 0755);
+  write(root_ / "tools/env-tool", "#!/usr/bin/env python3\n", 0755);
+  write(root_ / "tools/bare-tool", "#!python\n", 0755);
+  write(root_ / "tools/versioned-tool", "#!/usr/bin/env python3.11\n", 0755);
+  write(root_ / "bin/python3.11", "#!/bin/sh\n", 0755);
+  const Environ env{{"PATH", at("bin")}, {"VIRTUAL_ENV", at("venv")}};
+  for (const char* tool : {"tools/env-tool", "tools/bare-tool"}) {
+    SCOPED_TRACE(tool);
+    WorkerCommand beside = resolve_program(config(at(tool)), env, at("env/bin"));
+    EXPECT_EQ(beside.argv, (Args{at("env/bin/python3"), "-u", at(tool)}));
+    ASSERT_TRUE(beside.python);
+    EXPECT_NE(beside.python->reason.find("beside ddprun"), std::string::npos) << beside.python->reason;
+    EXPECT_EQ(resolve_program(config(at(tool)), env).argv, (Args{at("venv/bin/python"), "-u", at(tool)}));
+  }
+  // A version asked for by name is the kernel's lookup on PATH.
+  EXPECT_EQ(resolve_program(config(at("tools/versioned-tool")), env, at("env/bin")).argv,
+            (Args{at("bin/python3.11"), "-u", at("tools/versioned-tool")}));
 }
 
 TEST_F(ConsoleScriptTest, OthersAreExecdAsToday) {
