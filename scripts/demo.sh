@@ -7,7 +7,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/setup.sh
-./scripts/build.sh
+# Only what the demo runs: no tests, no benchmarks (test.sh builds those, reconfiguring the folder).
+./scripts/build.sh -DDDPRUN_BUILD_TESTS=OFF -DDDPRUN_BUILD_BENCH=OFF \
+  --target ddprun --target fashion_mnist --target hello_ranks
 
 ddprun=build/bin/ddprun
 epochs=${DDPRUN_DEMO_EPOCHS:-2}

@@ -157,7 +157,7 @@ def fashion_python_late_thread(args):
         print("skipped: /usr/bin/python3 has no torch (Debian python3-torch)")
         sys.exit(77)
     if not shutil.which("gdb"):
-        print("skipped: no gdb (scripts/setup.sh installs it)")
+        print("skipped: no gdb (scripts/setup.sh --tests installs it)")
         sys.exit(77)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)

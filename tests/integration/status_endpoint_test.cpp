@@ -152,7 +152,7 @@ TEST(StatusEndpoint, ApiStatusNamesTheJobsRanksAndPids) {
 
 TEST(StatusEndpoint, MetricsPassPromtool) {
   if (::access("/usr/bin/promtool", X_OK) != 0) {
-    GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/setup.sh installs it)";
+    GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/setup.sh --tests installs it)";
   }
   RuntimeDir runtime;
   StatusJob job(runtime, 2, {"--status-port", "0"});
@@ -176,7 +176,7 @@ TEST(StatusEndpoint, MetricsPassPromtool) {
 }
 
 TEST(StatusEndpoint, ThePageInChromiumShowsARowPerRankAsApiStatus) {
-  if (!chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  if (!chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh --tests installs it)";
   RuntimeDir runtime;
   // Workers that report progress (the worker runtime's writer), so that every column has a value.
   StatusJob job(runtime, 3, {"--status-port", "0"}, {},

@@ -92,7 +92,7 @@ std::string crash_once_worker(const TempDir& dir) {
 class EtcdSingleMember : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh)";
+    if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh --tests)";
     etcd_ = std::make_unique<EtcdMember>();
     ASSERT_TRUE(etcd_->wait_ready()) << "etcd did not come up";
   }
@@ -263,7 +263,7 @@ std::string tls_conf(const TestCertificates& certificates) {
 class EtcdSingleTlsMember : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh)";
+    if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh --tests)";
     EtcdMember::Options options;
     options.tls_cert = certificates_.server_cert();
     options.tls_key = certificates_.server_key();
@@ -309,7 +309,7 @@ class EtcdCluster : public ::testing::TestWithParam<bool> {
   bool tls() const { return GetParam(); }
 
   void SetUp() override {
-    if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh)";
+    if (etcd_binary().empty()) GTEST_SKIP() << "etcd is not installed (Debian's etcd-server, scripts/setup.sh --tests)";
     std::string why_not;
     lab_ = NetnsLab::create(kMembers, why_not);
     if (!lab_) GTEST_SKIP() << why_not;

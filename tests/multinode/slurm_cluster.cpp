@@ -50,7 +50,7 @@ std::string missing_pieces(bool lab) {
     needed.push_back(kUnshare);
   }
   for (const char* path : needed) {
-    if (::access(path, X_OK) != 0) return std::string(path) + " is missing (Debian slurmctld, slurmd, slurm-client, munge: scripts/setup.sh)";
+    if (::access(path, X_OK) != 0) return std::string(path) + " is missing (Debian slurmctld, slurmd, slurm-client, munge: scripts/setup.sh --tests)";
   }
   return {};
 }

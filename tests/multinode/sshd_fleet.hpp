@@ -36,7 +36,7 @@ class SshdFleet {
                                           const std::filesystem::path& dir, std::string& why_not) {
     for (const char* binary : {kSshd, kSsh, kKeygen}) {
       if (::access(binary, X_OK) != 0) {
-        why_not = std::string(binary) + " is missing (Debian openssh-server / openssh-client; scripts/setup.sh installs them)";
+        why_not = std::string(binary) + " is missing (Debian openssh-server / openssh-client; scripts/setup.sh --tests installs them)";
         return nullptr;
       }
     }

@@ -295,7 +295,7 @@ def main():
         print(f"skipped: {PYTHON} has no torch (Debian python3-torch)")
         return 77
     if args.scenario == "watchdog" and not shutil.which("gdb"):
-        print("skipped: no gdb, which the watchdog's dump needs (scripts/setup.sh installs it)")
+        print("skipped: no gdb, which the watchdog's dump needs (scripts/setup.sh --tests installs it)")
         return 77
     scenarios = ["fashion", "snapshot"] if args.scenario == "all" else [args.scenario]
     if "fashion" in scenarios and not (DATA_DIR / "train-images-idx3-ubyte.gz").is_file():

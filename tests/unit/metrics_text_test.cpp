@@ -189,7 +189,7 @@ std::pair<int, std::string> promtool_check(const std::string& text) {
 
 TEST(MetricsText, PromtoolAcceptsIt) {
   if (::access("/usr/bin/promtool", X_OK) != 0) {
-    GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/setup.sh installs it)";
+    GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/setup.sh --tests installs it)";
   }
   auto [status, output] = promtool_check(metrics_text(two_ranks(), EndpointCounters{7, 3, 2}));
   EXPECT_EQ(status, 0) << output;

@@ -363,7 +363,7 @@ TEST(StatusHttp, StoppingWithACaptureUnderWayAnswersNoOne) {
 }
 
 TEST(StatusHttp, ThePageRendersTheStatusInChromium) {
-  if (!testing::chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  if (!testing::chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh --tests installs it)";
   Endpoint endpoint;
   endpoint.on_loop([&] {
     JobEvent started{1700000000.5, JobEventKind::worker_started, 0, 2, 1002, {{"local_rank", 2}}};
@@ -402,7 +402,7 @@ TEST(StatusHttp, ThePageRendersTheStatusInChromium) {
 }
 
 TEST(StatusHttp, ThePageShowsStacksInChromium) {
-  if (!testing::chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh installs it)";
+  if (!testing::chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh --tests installs it)";
   Endpoint endpoint;
   endpoint.on_loop([&] {
     RankStacks rank;
