@@ -13,6 +13,7 @@
 #include "launcher/agent_support.hpp"
 #include "launcher/capture_queue.hpp"
 #include "launcher/console.hpp"
+#include "launcher/elf_needed.hpp"
 #include "launcher/error_file.hpp"
 #include "launcher/errors.hpp"
 #include "launcher/event_log.hpp"
@@ -67,6 +68,8 @@ Agent::Agent(AgentPlan plan)
   state_.multi_node = plan_.config.topology.multi_node;
   state_.max_restarts = plan_.config.max_restarts;
   state_.hang_action = plan_.config.hang_action;
+  // Read once per job (a few small reads of the program's ELF headers, docs/performance.md).
+  libtorch_1_ = links_libtorch_1(elf_needed(plan_.command.executable));
 }
 
 Agent::~Agent() = default;
@@ -232,6 +235,8 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
     spec.max_restarts = config.max_restarts;
     spec.run_id = config.rdzv_id;
     spec.use_agent_store = true;
+    spec.signals_to_handle = signals_to_handle_value(config.signals_to_handle);
+    spec.libtorch_1 = libtorch_1_;
     spec.cuda_visible_devices = config.devices.at(static_cast<std::size_t>(local_rank));
     spec.executable = plan_.command.executable;
     spec.argv = substitute_local_rank(plan_.command.argv, local_rank);

@@ -249,6 +249,7 @@ class Agent {
   std::vector<std::string> hang_digest_;  ///< the last capture's digest (the failure summary repeats it)
   std::optional<std::filesystem::path> python_dir_;  ///< ddprun's Python folder, looked up once
   bool python_dir_looked_up_ = false;
+  bool libtorch_1_ = false;  ///< the program links LibTorch 1.x (WorkerSpec::libtorch_1), read once
 
   std::unique_ptr<WorkerGroup> group_;
   std::optional<WorkerSpec> being_started_;  ///< -v: the worker prepared, named when its pid is known

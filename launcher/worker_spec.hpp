@@ -30,6 +30,11 @@ struct WorkerSpec {
   int max_restarts = 0;
   std::string run_id;
   bool use_agent_store = false;
+  /// TORCHELASTIC_SIGNALS_TO_HANDLE: --signals-to-handle as torchrun 2.x passes it on (signals_to_handle_value).
+  std::string signals_to_handle = "SIGTERM,SIGINT,SIGHUP,SIGQUIT";
+  /// Also NCCL_ASYNC_ERROR_HANDLING=1 (PyTorch 1.x's name): the executable links LibTorch 1.x
+  /// (links_libtorch_1). A Python worker's torch is judged by ddprun's sitecustomize instead.
+  bool libtorch_1 = false;
   std::string error_file;
   std::string progress_file;  ///< DDPRUN_PROGRESS_FILE: where ddprun::progress::report writes
   /// Put first on PYTHONPATH: ddprun's Python modules (python/: sitecustomize, ddprun_progress); empty: none.
