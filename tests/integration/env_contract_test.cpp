@@ -24,7 +24,8 @@ TEST_P(EnvContract, EveryWorkerGetsTheTorchrunVariables) {
   Launch launch({"--nproc-per-node", std::to_string(nproc), "--master-port", "0", "--max-restarts", "2",
                  "--rdzv-id", "job7",
                  test_worker_binary(), "env", dir.str()},
-                {}, {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING"});
+                {}, {"OMP_NUM_THREADS", "CUDA_VISIBLE_DEVICES", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "NCCL_ASYNC_ERROR_HANDLING",
+                     "TORCHELASTIC_SIGNALS_TO_HANDLE"});
   Outcome outcome = launch.wait();
   ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
 
@@ -50,7 +51,10 @@ TEST_P(EnvContract, EveryWorkerGetsTheTorchrunVariables) {
     EXPECT_EQ(env["TORCHELASTIC_RUN_ID"], "job7");
     EXPECT_EQ(env["TORCHELASTIC_USE_AGENT_STORE"], "True");
     EXPECT_EQ(env["TORCH_NCCL_ASYNC_ERROR_HANDLING"], "1");
-    EXPECT_EQ(env["NCCL_ASYNC_ERROR_HANDLING"], "1");  // the name PyTorch 1.13 reads
+    // PyTorch 1.x's name, which 2.x warns about: only for a program that links LibTorch 1.x (and a
+    // Python worker whose torch is 1.x, from ddprun's sitecustomize); test_worker links no LibTorch.
+    EXPECT_FALSE(env.contains("NCCL_ASYNC_ERROR_HANDLING"));
+    EXPECT_EQ(env["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGINT,SIGHUP,SIGQUIT");  // torchrun 2.11's
     EXPECT_FALSE(env.contains("CUDA_VISIBLE_DEVICES"));
     if (nproc > 1) {
       EXPECT_EQ(env["OMP_NUM_THREADS"], "1");
@@ -89,6 +93,17 @@ TEST(EnvContract, UserSettingsWin) {
   EXPECT_EQ(env["CUDA_VISIBLE_DEVICES"], "3,5");  // inherited unchanged by default
   EXPECT_EQ(env["ROLE_NAME"], "trainer");
   EXPECT_EQ(outcome.err.find("OMP_NUM_THREADS"), std::string::npos);
+}
+
+TEST(EnvContract, SignalsToHandleReachTheWorkersByName) {
+  TempDir dir;
+  Outcome outcome = run_ddprun({"--master-port", "0", "--nproc-per-node", "1", "--signals-to-handle", "term,15,SIGUSR1,2",
+                                test_worker_binary(), "env", dir.str()},
+                               {{"TORCHELASTIC_SIGNALS_TO_HANDLE", "SIGHUP"}});
+  ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
+  // Names, as torch.distributed.elastic reads them back (getattr(signal, name)); ddprun's value, not
+  // the one it inherited, as torchrun 2.x does.
+  EXPECT_EQ(env_of(dir, 0)["TORCHELASTIC_SIGNALS_TO_HANDLE"], "SIGTERM,SIGUSR1,SIGINT");
 }
 
 TEST(EnvContract, DevicesPerWorkerSplitsTheVisibleList) {
