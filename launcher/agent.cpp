@@ -22,6 +22,7 @@
 #include "launcher/guardian.hpp"
 #include "launcher/hang_rule.hpp"
 #include "launcher/job_cgroup.hpp"
+#include "launcher/numa_plan.hpp"
 #include "launcher/output_plan.hpp"
 #include "launcher/reaper.hpp"
 #include "launcher/session_watch.hpp"
@@ -157,6 +158,8 @@ int Agent::run() {
   if (config.verbose) print_launch_config();
 
   if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
+  for (const auto& notice : config.notices) print_line("note: " + notice);
+  if (config.numa_binding) plan_numa_binding();
 
   record_job_started();
   try {
@@ -215,6 +218,20 @@ void Agent::start_store() {
   store_->start();
 }
 
+void Agent::plan_numa_binding() {
+  NumaBinding binding = launcher::plan_numa_binding(plan_.config, plan_.env);
+  for (const auto& note : binding.notes) print_line("note: " + note);
+  numa_cpus_.clear();
+  for (const auto& cpus : binding.cpus) numa_cpus_.emplace_back(cpus ? std::vector<int>(cpus->begin(), cpus->end()) : std::vector<int>{});
+  if (plan_.config.verbose) {
+    for (std::size_t local_rank = 0; local_rank < binding.cpus.size(); ++local_rank) {
+      if (binding.cpus[local_rank]) {
+        print_line("--numa-binding: local rank " + std::to_string(local_rank) + " on CPUs " + format_cpu_list(*binding.cpus[local_rank]));
+      }
+    }
+  }
+}
+
 std::vector<WorkerSpec> Agent::worker_specs() const {
   const LaunchConfig& config = plan_.config;
   std::vector<WorkerSpec> specs;
@@ -238,6 +255,8 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
     spec.signals_to_handle = signals_to_handle_value(config.signals_to_handle);
     spec.libtorch_1 = libtorch_1_;
     spec.cuda_visible_devices = config.devices.at(static_cast<std::size_t>(local_rank));
+    spec.virtual_local_rank = config.virtual_local_rank;
+    if (!numa_cpus_.empty()) spec.cpu_affinity = numa_cpus_.at(static_cast<std::size_t>(local_rank));
     spec.executable = plan_.command.executable;
     spec.argv = substitute_local_rank(plan_.command.argv, local_rank);
     spec.terminal = worker_terminal_;
@@ -270,7 +289,18 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
     }
     return r;
   };
-  return {route(output.out, console_->out(), "stdout.log"), route(output.err, console_->err(), "stderr.log")};
+  WorkerRoutes routes{route(output.out, console_->out(), "stdout.log"), route(output.err, console_->err(), "stderr.log")};
+  // --duplicate-std*-filters: torchrun's tee prefix ([role0]: or the template), as its TailLog writes it.
+  auto filter = [&](StreamRoute& r, const StreamPlan& stream, int fd, const std::vector<std::string>& filters, const char* name) {
+    if (!stream.to_filtered_file || fd < 0) return;
+    r.filtered_fd = fd;
+    r.filtered_path = (logs_->attempt_dir(attempt_) / name).string();
+    r.filters = filters;
+    r.filtered_prefix = expand_prefix(tmpl, config.role, rank_base_ + local_rank, local_rank, plan_.hostname);
+  };
+  filter(routes.out, output.out, filtered_stdout_fd_, config.duplicate_stdout_filters, "filtered_stdout.log");
+  filter(routes.err, output.err, filtered_stderr_fd_, config.duplicate_stderr_filters, "filtered_stderr.log");
+  return routes;
 }
 
 void Agent::start_attempt() {
@@ -282,6 +312,7 @@ void Agent::start_attempt() {
 
   std::vector<WorkerSpec> specs = worker_specs();
   error_files_.assign(specs.size(), std::string());
+  open_filtered_files();
 
   // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
   // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
@@ -340,7 +371,27 @@ void Agent::start_attempt() {
   });
 }
 
+void Agent::open_filtered_files() {
+  // torchrun opens them whenever filters are given, whichever ranks are teed: an empty file says
+  // that nothing matched, or that no rank's stream was teed.
+  const LaunchConfig& config = plan_.config;
+  filtered_stdout_fd_ = filtered_stderr_fd_ = -1;
+  auto open = [&](const std::vector<std::string>& filters, const char* name) {
+    if (filters.empty()) return -1;
+    attempt_log_files_.push_back(open_log_file(logs_->attempt_dir(attempt_) / name));
+    return attempt_log_files_.back().get();
+  };
+  filtered_stdout_fd_ = open(config.duplicate_stdout_filters, "filtered_stdout.log");
+  filtered_stderr_fd_ = open(config.duplicate_stderr_filters, "filtered_stderr.log");
+}
+
 void Agent::on_log_error(const LogWriteError& error) {
+  if (error.filtered) {
+    print_line("warning: cannot write " + error.path + ": " + error.reason + "; local rank " +
+               std::to_string(error.local_rank) + "'s matching lines are no longer copied there");
+    log_errors_.push_back(error);
+    return;
+  }
   print_line("warning: cannot write " + error.path + ": " + error.reason + "; local rank " +
              std::to_string(error.local_rank) + "'s lines go to the console from now on");
   log_errors_.push_back(error);

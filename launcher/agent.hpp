@@ -95,6 +95,10 @@ class Agent {
 
   void start_store();
   std::vector<WorkerSpec> worker_specs() const;
+  /// --numa-binding: decides numa_cpus_ and prints why any worker is left unbound.
+  void plan_numa_binding();
+  /// --duplicate-std*-filters: opens the attempt's filtered files (into attempt_log_files_).
+  void open_filtered_files();
   WorkerRoutes open_routes(int local_rank, const std::filesystem::path& dir);
   void wait_child_exits();
   void wait_stop_signals();
@@ -253,6 +257,12 @@ class Agent {
 
   std::unique_ptr<WorkerGroup> group_;
   std::optional<WorkerSpec> being_started_;  ///< -v: the worker prepared, named when its pid is known
+  /// `--numa-binding`: each local rank's CPUs (empty: not bound), decided once before the first start.
+  std::vector<std::vector<int>> numa_cpus_;
+  /// `--duplicate-std*-filters`: the attempt's filtered_stdout.log / filtered_stderr.log, shared by
+  /// its workers; owned by attempt_log_files_; -1: none.
+  int filtered_stdout_fd_ = -1;
+  int filtered_stderr_fd_ = -1;
   std::vector<UniqueFd> attempt_log_files_;
   std::vector<std::string> error_files_;  ///< per local rank, this attempt
   std::vector<WorkerFailure> failures_;   ///< this attempt's recorded failures, first observed first

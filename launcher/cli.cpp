@@ -329,6 +329,51 @@ void assign_worker_devices(LaunchConfig& config, const std::optional<VisibleDevi
   for (std::size_t i = 0; i < config.devices.size(); ++i) config.devices[i] = assigned.at(i);
 }
 
+/// --virtual-local-rank without --devices-per-worker: as torchrun 2.11, worker i gets the i-th
+/// entry of CUDA_VISIBLE_DEVICES as given (no driver asked), or "i" when the variable is unset.
+void assign_virtual_devices(LaunchConfig& config, const Environ& env) {
+  if (!config.virtual_local_rank || config.devices_per_worker > 0) return;  // each already has its own
+  auto visible = lookup(env, "CUDA_VISIBLE_DEVICES");
+  std::vector<std::string_view> entries;
+  if (visible) entries = split(*visible, ',');
+  for (std::size_t i = 0; i < config.devices.size(); ++i) {
+    if (!visible) {
+      config.devices[i] = std::to_string(i);
+      continue;
+    }
+    if (i >= entries.size()) {
+      throw UsageError("--virtual-local-rank: local rank " + std::to_string(i) + " has no GPU of its own: CUDA_VISIBLE_DEVICES=" +
+                       *visible + " lists " + std::to_string(entries.size()) + " (start fewer workers, or list more GPUs)");
+    }
+    config.devices[i] = std::string(trim(entries[i]));
+  }
+}
+
+/// `--event-log-handler`: torchrun hands its events to a Python logging handler by this name.
+void note_event_log_handler(LaunchConfig& config, const std::optional<Raw>& raw) {
+  if (!raw || raw->value == "null") return;
+  config.notices.push_back(raw->label + "=" + raw->value + ": no effect under ddprun (it names a handler of torchrun's "
+                           "Python event log); ddprun writes the job's events with --events FILE");
+}
+
+/// `--logs-specs`: torchrun loads a Python class of the `torchrun.logs_specs` entry points by this name.
+void note_logs_specs(LaunchConfig& config, const std::optional<Raw>& raw) {
+  if (!raw || raw->value == "default") return;
+  config.notices.push_back(raw->label + "=" + raw->value + ": no effect under ddprun (it names a Python plugin of "
+                           "torchrun's torchrun.logs_specs entry points); ddprun's log files: --log-dir, -r, -t");
+}
+
+/// torchrun's comma_separated_list: "a,b" -> {"a", "b"}. An empty entry would match every line, so
+/// none is kept.
+std::vector<std::string> parse_filters(const std::optional<Raw>& raw) {
+  std::vector<std::string> filters;
+  if (!raw) return filters;
+  for (auto& entry : split(raw->value, ',')) {
+    if (!entry.empty()) filters.emplace_back(entry);
+  }
+  return filters;
+}
+
 void fill_workers(LaunchConfig& config, const Settings& settings, const HostFacts& host) {
   if (auto raw = settings.get(Option::devices_per_worker)) {
     config.devices_per_worker = integer_in(raw->value, raw->label, 0, kIntMax, "is not a count (an integer >= 0)");
@@ -346,6 +391,15 @@ void fill_workers(LaunchConfig& config, const Settings& settings, const HostFact
   if (nproc) topology.nproc_per_node = parse_nproc(nproc->value, nproc->label, facts, config.devices_per_worker);
   require_devices(config.devices_per_worker, topology.nproc_per_node, facts.device_count, facts.device_source);
   assign_worker_devices(config, counted, facts);
+  config.virtual_local_rank = settings.flag(Option::virtual_local_rank);
+  assign_virtual_devices(config, settings.environment());
+  if (auto raw = settings.get(Option::numa_binding)) {
+    config.numa_binding = parse_choice<NumaMode>(*raw, {{"node", NumaMode::node},
+                                                        {"socket", NumaMode::socket},
+                                                        {"exclusive", NumaMode::exclusive},
+                                                        {"core-complex", NumaMode::core_complex}});
+  }
+  note_event_log_handler(config, settings.get(Option::event_log_handler));
   if (auto raw = settings.get(Option::role)) {
     require_non_empty(raw->value, raw->label);
     config.role = raw->value;
@@ -419,6 +473,9 @@ void fill_output(LaunchConfig& config, const Settings& settings) {
   if (auto raw = settings.get(Option::local_ranks_filter)) {
     config.local_ranks_filter = parse_rank_filter(raw->value, raw->label, config.topology.nproc_per_node);
   }
+  config.duplicate_stdout_filters = parse_filters(settings.get(Option::duplicate_stdout_filters));
+  config.duplicate_stderr_filters = parse_filters(settings.get(Option::duplicate_stderr_filters));
+  note_logs_specs(config, settings.get(Option::logs_specs));
   if (auto raw = settings.get(Option::log_line_prefix_template)) {
     check_prefix_template(raw->value, raw->label);
     config.log_line_prefix_template = raw->value;

@@ -38,6 +38,12 @@ constexpr std::array kOptions{
                "signals passed on to the workers (not when the sender already signals them)"},
     OptionSpec{Option::start_method, "start-method", 0, "fork|spawn|forkserver", "spawn", Group::workers,
                "accepted for torchrun; ddprun always forks and execs"},
+    OptionSpec{Option::numa_binding, "numa-binding", 0, "node|socket|exclusive|core-complex", "none", Group::workers,
+               "bind each worker to the CPUs near its GPU (the GPU's NUMA node, its socket, a share of the node, an L3 cache)"},
+    OptionSpec{Option::virtual_local_rank, "virtual-local-rank", 0, "", "off", Group::workers,
+               "each worker sees only its own GPU (CUDA_VISIBLE_DEVICES) and gets LOCAL_RANK=0"},
+    OptionSpec{Option::event_log_handler, "event-log-handler", 0, "NAME", "null", Group::workers,
+               "torchrun's Python event handler: no effect under ddprun (its events: --events)"},
     OptionSpec{Option::worker_store, "worker-store", 0, "agent|fresh", "agent", Group::membership,
                "multi-node workers' store: node 0's agent on --master-port, or a fresh port per round"},
     OptionSpec{Option::log_dir, "log-dir", 0, "DIR", "a temp dir", Group::output, "base folder of the per-worker logs", true},
@@ -46,6 +52,12 @@ constexpr std::array kOptions{
     OptionSpec{Option::tee, "tee", 't', "0-3|LR:0-3,...", "0", Group::output, "as -r, and to the console with a prefix"},
     OptionSpec{Option::local_ranks_filter, "local-ranks-filter", 0, "LR,...", "all", Group::output,
                "local ranks whose output reaches the console", true},
+    OptionSpec{Option::duplicate_stdout_filters, "duplicate-stdout-filters", 0, "TEXT,...", "none", Group::output,
+               "copy the teed stdout lines that contain any TEXT to <attempt folder>/filtered_stdout.log", true},
+    OptionSpec{Option::duplicate_stderr_filters, "duplicate-stderr-filters", 0, "TEXT,...", "none", Group::output,
+               "as --duplicate-stdout-filters, for stderr (filtered_stderr.log)", true},
+    OptionSpec{Option::logs_specs, "logs-specs", 0, "NAME", "default", Group::output,
+               "torchrun's Python log-file plugin: no effect under ddprun (its log files: --log-dir, -r, -t)"},
     OptionSpec{Option::log_line_prefix_template, "log-line-prefix-template", 0, "T", "none", Group::output,
                "console line prefix with ${role_name} ${rank} ${local_rank} ${hostname}", true},
     OptionSpec{Option::pty, "pty", 0, "auto|on|off", "auto", Group::output,
@@ -183,7 +195,8 @@ std::string help_text() {
   text +=
       "\nPROGRAM is a .py script (run as PYTHON -u), an executable file (run directly; one whose #! line\n"
       "names Python runs as that python -u), or with -m a Python module. PYTHON: $PYTHON_EXEC, else\n"
-      "$VIRTUAL_ENV/bin/python, else $CONDA_PREFIX/bin/python, else python3 on PATH (-v says which).\n"
+      "the python3 beside ddprun (in the env it is installed in), else $VIRTUAL_ENV/bin/python, else\n"
+      "$CONDA_PREFIX/bin/python, else python3 on PATH (-v says which).\n"
       "ARGS go to every worker as given, but $local_rank and ${local_rank} become the worker's local\n"
       "rank and $$ becomes $ (as torchrun). A prefix template prefixes every console line; without one,\n"
       "-t uses [${role_name}${local_rank}]:. Options with '-' may also be spelled with '_'\n"

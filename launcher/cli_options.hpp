@@ -13,8 +13,9 @@ namespace ddprun::launcher {
 enum class Option : std::size_t {
   nnodes, node_rank, master_addr, master_port, rdzv_backend, rdzv_endpoint, rdzv_id, rdzv_conf,
   standalone, local_addr, nproc_per_node, devices_per_worker, role, max_restarts, monitor_interval,
-  shutdown_timeout, signals_to_handle, forward_signals, start_method, worker_store, log_dir,
-  redirects, tee, local_ranks_filter, log_line_prefix_template, pty, stdin_target, verbose, events, module,
+  shutdown_timeout, signals_to_handle, forward_signals, start_method, numa_binding, virtual_local_rank,
+  event_log_handler, worker_store, log_dir, redirects, tee, local_ranks_filter, duplicate_stdout_filters,
+  duplicate_stderr_filters, logs_specs, log_line_prefix_template, pty, stdin_target, verbose, events, module,
   no_python, run_path, use_env, append_local_rank,
   status, status_interval,
   hang_timeout, hang_action,

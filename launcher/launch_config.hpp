@@ -60,6 +60,15 @@ enum class LocalRankArg { off, dash, underscore };
 /// fresh = a fresh store on a fresh port each round (ddprun before; needs any port open between nodes).
 enum class WorkerStore { agent, fresh };
 
+/// `--numa-binding` (torchrun's AffinityMode): which CPUs near its GPU each worker is bound to.
+/// node: every CPU of the GPU's NUMA node; socket: every CPU of the NUMA nodes of the GPU's socket;
+/// exclusive: the node's physical cores divided among the node's GPUs; core_complex: one group of
+/// cores that share the last-level cache (L3) on the node, a different one per GPU where possible.
+enum class NumaMode { node, socket, exclusive, core_complex };
+
+/// "node", "socket", "exclusive" or "core-complex": the mode as the flag spells it.
+std::string_view numa_mode_name(NumaMode mode);
+
 /// `--rdzv-backend`. static: fixed membership, ranks from --node-rank, node 0 hosts the store on
 /// --master-port; c10d: nodes join rounds at a store on --rdzv-endpoint; etcd_v3: the same rounds
 /// in an etcd cluster (--rdzv-endpoint lists its members), which no agent hosts.
@@ -118,6 +127,14 @@ struct LaunchConfig {
   std::vector<int> signals_to_forward = {SIGUSR1, SIGUSR2};  ///< `--forward-signals`; empty = none
   WorkerStore worker_store = WorkerStore::agent;
 
+  /// `--numa-binding`: nothing = workers run on every CPU ddprun may use.
+  std::optional<NumaMode> numa_binding;
+  /// `--virtual-local-rank`: LOCAL_RANK=0 for every worker, whose `devices` entry is its own GPU(s).
+  bool virtual_local_rank = false;
+  /// Lines to print once when the job starts: options torchrun accepts that do nothing here
+  /// (--event-log-handler, --logs-specs with a value other than the default), and why.
+  std::vector<std::string> notices;
+
   // Devices: 0 = inherit CUDA_VISIBLE_DEVICES unchanged; k > 0 = k devices per worker.
   int devices_per_worker = 0;
   /// CUDA_VISIBLE_DEVICES per local rank (nproc_per_node entries); nothing = inherited unchanged.
@@ -131,6 +148,10 @@ struct LaunchConfig {
   StreamSelection tee;
   std::optional<std::set<int>> local_ranks_filter;  ///< nothing = every local rank
   std::string log_line_prefix_template;             ///< empty = `[${role_name}${local_rank}]:` on tee
+  /// `--duplicate-stdout-filters` / `--duplicate-stderr-filters`: the teed lines that contain any of
+  /// these texts are also copied to the attempt's filtered_stdout.log / filtered_stderr.log; empty = no file.
+  std::vector<std::string> duplicate_stdout_filters;
+  std::vector<std::string> duplicate_stderr_filters;
   PtyMode pty = PtyMode::automatic;
   StdinTarget stdin_target = StdinTarget::rank0;
   StatusMode status = StatusMode::automatic;
@@ -153,6 +174,16 @@ struct LaunchConfig {
   /// --hostfile / -H: this ddprun starts every host's agent over ssh (fleet.hpp); no hosts = not.
   FleetConfig fleet;
 };
+
+inline std::string_view numa_mode_name(NumaMode mode) {
+  switch (mode) {
+    case NumaMode::node: return "node";
+    case NumaMode::socket: return "socket";
+    case NumaMode::exclusive: return "exclusive";
+    case NumaMode::core_complex: return "core-complex";
+  }
+  return "node";
+}
 
 inline std::string_view backend_name(RdzvBackend backend) {
   if (backend == RdzvBackend::etcd_v3) return "etcd-v3";

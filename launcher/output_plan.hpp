@@ -9,6 +9,10 @@ struct StreamPlan {
   bool to_console = true;
   bool to_file = false;
   bool prefixed = false;
+  /// `--duplicate-std*-filters`: its lines that match a filter are copied, prefixed, to the
+  /// attempt's filtered file. torchrun copies from the streams it tees to the console: teed, and
+  /// not hidden by --local-ranks-filter.
+  bool to_filtered_file = false;
 };
 
 struct WorkerOutputPlan {

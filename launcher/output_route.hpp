@@ -2,6 +2,7 @@
 /// Where the lines of one worker stream go: the console (with a prefix), a log file, both, or
 /// neither. Decided once per worker from -r/-t/--local-ranks-filter; applied to every line.
 #include <string>
+#include <vector>
 
 namespace ddprun::launcher {
 
@@ -16,6 +17,13 @@ struct StreamRoute {
   /// lost silently: the console the stream would show on, with this prefix when `console` was null.
   ConsoleWriter* fallback = nullptr;
   std::string fallback_prefix;
+  /// `--duplicate-std*-filters`: the attempt's filtered_stdout.log / filtered_stderr.log, shared by
+  /// the workers of the attempt and owned by the route's user; -1 = none. A line that contains any
+  /// of `filters` is written there after `filtered_prefix` (torchrun's tee prefix, never coloured).
+  int filtered_fd = -1;
+  std::string filtered_path;
+  std::vector<std::string> filters;
+  std::string filtered_prefix;
 };
 
 struct WorkerRoutes {

@@ -62,6 +62,12 @@ std::filesystem::path RunLogs::worker_dir(int attempt, int local_rank) const {
   return dir;
 }
 
+std::filesystem::path RunLogs::attempt_dir(int attempt) const {
+  auto dir = run_dir_ / ("attempt_" + std::to_string(attempt));
+  create_folder(dir);
+  return dir;
+}
+
 void RunLogs::remove_if_temporary() const {
   if (temporary_base_.empty()) return;
   std::error_code ignored;  // best effort: a leftover temp folder is not worth failing a job for

@@ -37,7 +37,7 @@ Environ build_worker_env(const Environ& base, const WorkerSpec& spec) {
   auto set = [&env](const char* name, const std::string& value) { env[name] = value; };
   auto set_int = [&set](const char* name, int value) { set(name, std::to_string(value)); };
 
-  set_int("LOCAL_RANK", spec.local_rank);
+  set_int("LOCAL_RANK", spec.virtual_local_rank ? 0 : spec.local_rank);  // --virtual-local-rank: its one GPU is cuda:0
   set_int("RANK", spec.rank);
   set_int("GROUP_RANK", spec.group_rank);
   set_int("ROLE_RANK", spec.role_rank);

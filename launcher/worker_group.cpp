@@ -22,6 +22,14 @@ namespace asio = boost::asio;
 namespace ddprun::launcher {
 namespace {
 
+/// torchrun's duplicate filter: the line contains any of the texts.
+bool matches_any(std::string_view line, const std::vector<std::string>& filters) {
+  for (const auto& filter : filters) {
+    if (line.find(filter) != std::string_view::npos) return true;
+  }
+  return false;
+}
+
 /// How long output may still arrive after a worker exited: a descendant that escaped the
 /// worker's process group (setsid) can hold the pipe open for ever, and must not hold up the job.
 constexpr std::chrono::seconds kOutputDrainTimeout{2};
@@ -187,6 +195,7 @@ void WorkerGroup::read_stream(const std::shared_ptr<Worker>& worker, Stream& str
 void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, bool end) {
   std::string console_batch;
   std::string file_batch;
+  std::string filtered_batch;
   bool any_line = false;
   // The console shows what a `\r`-updated line shows in the end, not each of its frames; the log
   // file keeps the bytes as written.
@@ -196,6 +205,9 @@ void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, 
       console_batch.append(stream.route.prefix).append(last_frame(line)).push_back('\n');
     }
     if (stream.route.file_fd >= 0) file_batch.append(line).push_back('\n');
+    if (stream.route.filtered_fd >= 0 && matches_any(line, stream.route.filters)) {
+      filtered_batch.append(stream.route.filtered_prefix).append(last_frame(line)).push_back('\n');
+    }
     if (stream.is_stderr) worker.tail.add_line(last_frame(line));
   };
   stream.splitter.feed(chunk, emit);
@@ -214,6 +226,26 @@ void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, 
     console->write(console_batch);
   }
   if (!file_batch.empty()) write_to_file(worker, stream, file_batch);
+  if (!filtered_batch.empty()) write_to_filtered_file(worker, stream, filtered_batch);
+}
+
+void WorkerGroup::write_to_filtered_file(Worker& worker, Stream& stream, const std::string& lines) {
+  // A regular file (open_log_file refuses anything else), written as the log files are: the loop
+  // never waits on a reader. The workers of an attempt share it; each batch is whole lines.
+  std::string_view rest = lines;
+  while (!rest.empty()) {
+    ssize_t n = ::write(stream.route.filtered_fd, rest.data(), rest.size());
+    if (n > 0) {
+      rest.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    break;
+  }
+  if (rest.empty()) return;
+  LogWriteError error{worker.local_rank, stream.route.filtered_path, std::strerror(errno), true};
+  stream.route.filtered_fd = -1;
+  if (handlers_.on_log_error) handlers_.on_log_error(error);
 }
 
 void WorkerGroup::write_to_file(Worker& worker, Stream& stream, const std::string& lines) {

@@ -29,11 +29,13 @@
 
 namespace ddprun::launcher {
 
-/// A log file that could not be written: its lines went to the console from then on.
+/// A log file that could not be written: its lines went to the console from then on (a filtered
+/// file of --duplicate-std*-filters: its lines are still in the log files and on the console).
 struct LogWriteError {
   int local_rank = 0;
   std::string path;
   std::string reason;  ///< errno text
+  bool filtered = false;  ///< the attempt's filtered_stdout.log / filtered_stderr.log
 };
 
 struct WorkerGroupHandlers {
@@ -121,6 +123,9 @@ class WorkerGroup {
   void read_stream(const std::shared_ptr<Worker>& worker, Stream& stream);
   void carry(Worker& worker, Stream& stream, std::string_view chunk, bool end);
   void write_to_file(Worker& worker, Stream& stream, const std::string& lines);
+  /// --duplicate-std*-filters: `lines` to the attempt's filtered file; on a failure, says so once
+  /// and writes no more of this stream there (its lines are in its log file and on the console).
+  void write_to_filtered_file(Worker& worker, Stream& stream, const std::string& lines);
   void on_drain_timeout(const std::shared_ptr<Worker>& worker);
   /// Stopping: closes the worker's paused streams whose console has stalled; true when a paused
   /// stream is left to wait for its console.

@@ -66,7 +66,50 @@ struct ExecPlan {
   int stderr_fd;
   int error_fd;  ///< write end of the exec-error pipe (close-on-exec)
   int terminal_fd;  ///< the pty slave to make the controlling terminal of a new session; -1: none
+  const unsigned long* cpu_mask;  ///< --numa-binding: the CPUs to bind to, as sched_setaffinity's mask; null: none
+  std::size_t cpu_mask_bytes;
 };
+
+/// What failed in the child before the program ran; sent with its errno through the exec-error pipe.
+enum class ChildStep : int { exec, terminal, cpu_binding };
+
+struct ChildFailure {
+  ChildStep step;
+  int error;
+};
+
+/// Only async-signal-safe calls: this runs between clone and exec.
+[[noreturn]] void fail_in_child(const ExecPlan& plan, ChildStep step) {
+  const ChildFailure failure{step, errno};
+  [[maybe_unused]] auto n = ::write(plan.error_fd, &failure, sizeof failure);
+  ::_exit(127);
+}
+
+/// sched_setaffinity's mask of `cpus` (bits of unsigned long words, as the kernel reads it).
+std::vector<unsigned long> cpu_mask_of(const std::vector<int>& cpus) {
+  constexpr int kBits = static_cast<int>(sizeof(unsigned long) * 8);
+  std::vector<unsigned long> mask;
+  for (int cpu : cpus) {
+    const auto word = static_cast<std::size_t>(cpu / kBits);
+    if (mask.size() <= word) mask.resize(word + 1, 0UL);
+    mask[word] |= 1UL << (cpu % kBits);
+  }
+  return mask;
+}
+
+/// "0-3,8" for a message about `cpus` (sorted).
+std::string cpu_list_text(const std::vector<int>& cpus) {
+  std::string text;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!text.empty()) text += ',';
+    text += std::to_string(cpus[i]);
+    if (j != i) text += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return text;
+}
 
 /// Runs in the child between clone and exec: only async-signal-safe calls here.
 [[noreturn]] void exec_worker(const ExecPlan& plan) {
@@ -74,9 +117,7 @@ struct ExecPlan {
     // A session of its own with its pty as controlling terminal, as a login shell has: the process
     // group the agent signals is the session's, and /dev/tty, job control and SIGWINCH work.
     if (::setsid() < 0 || ::ioctl(plan.terminal_fd, TIOCSCTTY, 0) < 0) {
-      const int error = errno;  // reported as a failed start, like a failed exec
-      [[maybe_unused]] auto n = ::write(plan.error_fd, &error, sizeof error);
-      ::_exit(127);
+      fail_in_child(plan, ChildStep::terminal);  // reported as a failed start, like a failed exec
     }
   } else {
     ::setpgid(0, 0);  // own process group: the agent signals the worker and all it spawned at once
@@ -96,10 +137,13 @@ struct ExecPlan {
   // Like torchrun (Python's close_fds), workers inherit only 0, 1 and 2. CLOEXEC rather than close
   // keeps the exec-error pipe open until the exec.
   ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  // The affinity is inherited through exec by the program and every thread it starts, as torchrun's
+  // binding of the worker's threads before they run user code.
+  if (plan.cpu_mask != nullptr && ::syscall(SYS_sched_setaffinity, 0, plan.cpu_mask_bytes, plan.cpu_mask) != 0) {
+    fail_in_child(plan, ChildStep::cpu_binding);
+  }
   ::execve(plan.path, plan.argv.data(), plan.envp.data());
-  const int error = errno;
-  [[maybe_unused]] auto n = ::write(plan.error_fd, &error, sizeof error);
-  ::_exit(127);
+  fail_in_child(plan, ChildStep::exec);
 }
 
 /// fork(), or clone3() straight into the cgroup behind `cgroup_fd`: born there, a process costs no
@@ -199,8 +243,10 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
   // Pipes after all (no pty to be had): Python block-buffers on them, as build_worker_env says.
   if (!pty_unavailable.empty() && !env.contains("PYTHONUNBUFFERED")) env_entries.push_back("PYTHONUNBUFFERED=1");
   std::vector<std::string> argv = spec.argv.empty() ? std::vector<std::string>{spec.executable} : spec.argv;
+  const std::vector<unsigned long> cpu_mask = cpu_mask_of(spec.cpu_affinity);
   ExecPlan plan{spec.executable.c_str(), {}, {}, ::getpid(), child_stdin, streams.out_write.get(),
-                streams.err_write.get(), exec_error->write_end.get(), streams.pty ? streams.out_write.get() : -1};
+                streams.err_write.get(), exec_error->write_end.get(), streams.pty ? streams.out_write.get() : -1,
+                cpu_mask.empty() ? nullptr : cpu_mask.data(), cpu_mask.size() * sizeof(unsigned long)};
   for (auto& arg : argv) plan.argv.push_back(arg.data());
   plan.argv.push_back(nullptr);
   for (auto& entry : env_entries) plan.envp.push_back(entry.data());
@@ -217,15 +263,19 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
   streams.err_write.reset();
   streams.in_read.reset();
   exec_error->write_end.reset();
-  // The exec-error pipe closes on a successful exec; an errno comes through it when exec failed.
-  int exec_errno = 0;
+  // The exec-error pipe closes on a successful exec; what failed comes through it otherwise.
+  ChildFailure failure{};
   ssize_t n = 0;
-  while ((n = ::read(exec_error->read_end.get(), &exec_errno, sizeof exec_errno)) < 0 && errno == EINTR) {
+  while ((n = ::read(exec_error->read_end.get(), &failure, sizeof failure)) < 0 && errno == EINTR) {
   }
-  if (n == sizeof exec_errno) {
+  if (n == sizeof failure) {
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
-    throw failed(describe_start_errno(exec_errno));
+    if (failure.step == ChildStep::cpu_binding) {
+      throw failed("--numa-binding: cannot bind it to CPUs " + cpu_list_text(spec.cpu_affinity) + ": " +
+                   std::strerror(failure.error) + " (CPUs offline, or outside this cgroup's cpuset?)");
+    }
+    throw failed(describe_start_errno(failure.error));
   }
   SpawnedWorker spawned{pid, streams.out_read.release(), streams.err_read.release(), streams.pty,
                         streams.in_write.release(), std::move(pty_unavailable)};

@@ -42,6 +42,9 @@ struct WorkerSpec {
   std::string python_stacks_file;  ///< DDPRUN_PYTHON_STACKS_FILE: where its faulthandler writes (sitecustomize)
   int stacks_signal = 0;           ///< DDPRUN_STACKS_SIGNAL: the signal it registers for; 0: none
   std::optional<std::string> cuda_visible_devices;  ///< nothing = inherit the launcher's
+  bool virtual_local_rank = false;  ///< `--virtual-local-rank`: LOCAL_RANK=0 (its own GPUs are its only ones)
+  /// `--numa-binding`: the CPUs the worker is bound to (sched_setaffinity before exec); empty = not bound.
+  std::vector<int> cpu_affinity;
   std::string executable;                           ///< absolute path
   std::vector<std::string> argv;                    ///< `${local_rank}` already substituted
   WorkerTerminal terminal = WorkerTerminal::pipes;
