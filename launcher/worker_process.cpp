@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "launcher/errors.hpp"
+#include "launcher/numa_topology.hpp"
 #include "launcher/unique_fd.hpp"
 #include "launcher/worker_pty.hpp"
 
@@ -95,20 +96,6 @@ std::vector<unsigned long> cpu_mask_of(const std::vector<int>& cpus) {
     mask[word] |= 1UL << (cpu % kBits);
   }
   return mask;
-}
-
-/// "0-3,8" for a message about `cpus` (sorted).
-std::string cpu_list_text(const std::vector<int>& cpus) {
-  std::string text;
-  for (std::size_t i = 0; i < cpus.size();) {
-    std::size_t j = i;
-    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
-    if (!text.empty()) text += ',';
-    text += std::to_string(cpus[i]);
-    if (j != i) text += "-" + std::to_string(cpus[j]);
-    i = j + 1;
-  }
-  return text;
 }
 
 /// Runs in the child between clone and exec: only async-signal-safe calls here.
@@ -272,8 +259,9 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
     while (::waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
     }
     if (failure.step == ChildStep::cpu_binding) {
-      throw failed("--numa-binding: cannot bind it to CPUs " + cpu_list_text(spec.cpu_affinity) + ": " +
-                   std::strerror(failure.error) + " (CPUs offline, or outside this cgroup's cpuset?)");
+      const CpuSet cpus(spec.cpu_affinity.begin(), spec.cpu_affinity.end());
+      throw failed("--numa-binding: cannot bind it to CPUs " + format_cpu_list(cpus) + ": " + std::strerror(failure.error) +
+                   " (CPUs offline, or outside this cgroup's cpuset?)");
     }
     throw failed(describe_start_errno(failure.error));
   }
