@@ -32,6 +32,7 @@
 #include <csignal>
 #include <ctime>
 #include <cstdint>
+#include <cstdarg>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -39,7 +40,6 @@
 #include <vector>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
 #include <torch/nn/functional/loss.h>
 #include <torch/optim/adam.h>
 #include <torch/types.h>
@@ -117,12 +117,18 @@ double process_cpu_seconds() {
   return static_cast<double>(now.tv_sec) + static_cast<double>(now.tv_nsec) * 1e-9;
 }
 
-/// Prints one line on stdout at once (ddprun and torchrun forward lines as they come).
-template <class... Args>
-void say(fmt::format_string<Args...> format, Args&&... args) {
-  std::fputs((fmt::format(format, std::forward<Args>(args)...) + "\n").c_str(), stdout);
+/// printf for one line on stdout, written at once (ddprun and torchrun forward lines as they come).
+/// printf, not fmt: LibTorch 2.x ships its own fmt, and a trainer should not have to pick one.
+__attribute__((format(printf, 1, 2))) void say(const char* format, ...) {
+  va_list args;
+  va_start(args, format);
+  std::vprintf(format, args);
+  va_end(args);
+  std::fputc('\n', stdout);
   std::fflush(stdout);
 }
+
+long long ll(std::int64_t value) { return static_cast<long long>(value); }  // for printf's %lld
 
 /// Collective: the test accuracy over all ranks. Each rank scores images rank, rank + world, ...
 /// (no padding, so every image counts once), then (correct, count) are summed over the ranks.
@@ -152,15 +158,15 @@ int run(const Options& options) {
   const int rank = worker.rank();
   const int world = worker.world_size();
   const bool leader = rank == 0;
-  auto& log = ddprun::log();
+  const ddprun::Logger& log = ddprun::log();
 
   const Clock::time_point load_start = Clock::now();
   const fashion::Split train = fashion::load_split(options.data_dir, fashion::Part::train,
                                                       options.train_limit > 0 ? options.train_limit : -1);
   const fashion::Split test = fashion::load_split(options.data_dir, fashion::Part::test,
                                                      options.test_limit > 0 ? options.test_limit : -1);
-  log.info("Fashion-MNIST from {}: {} training and {} test images, read in {:.1f} s", options.data_dir.string(),
-           train.size(), test.size(), seconds_since(load_start));
+  log.infof("Fashion-MNIST from %s: %lld training and %lld test images, read in %.1f s", options.data_dir.c_str(),
+            ll(train.size()), ll(test.size()), seconds_since(load_start));
 
   torch::manual_seed(options.seed);
   fashion::FashionCNN model;
@@ -179,18 +185,19 @@ int run(const Options& options) {
   ddprun::torch::CheckpointState state;
   if (auto resumed = ddprun::torch::load_checkpoint(checkpoint, *model, &optimizer, worker.device, rank)) {
     state = *resumed;
-    log.info("attempt {}: resumed from {}: {} of {} epochs done, step {}", worker.attempt(), checkpoint.string(),
-             state.epoch, options.epochs, state.step);
+    log.infof("attempt %d: resumed from %s: %lld of %d epochs done, step %lld", worker.attempt(), checkpoint.c_str(),
+              ll(state.epoch), options.epochs, ll(state.step));
   } else if (worker.attempt() > 0) {
-    log.info("attempt {}: no checkpoint in {} yet, starting from scratch", worker.attempt(), checkpoint_dir.string());
+    log.infof("attempt %d: no checkpoint in %s yet, starting from scratch", worker.attempt(), checkpoint_dir.c_str());
   }
   std::int64_t samples = state.values.count("samples") != 0 ? state.values.at("samples") : 0;  // this rank's
 
   ddprun::DistributedSampler sampler(train.size(), world, rank, {.shuffle = true, .seed = options.seed});
   const std::int64_t steps_per_epoch = (sampler.size() + options.batch_size - 1) / options.batch_size;
   if (leader && state.epoch < options.epochs) {
-    say("training epochs {}-{} of {} on {} ranks: {} images per rank and epoch, batch {} per rank, {} steps per epoch",
-        state.epoch + 1, options.epochs, options.epochs, world, sampler.size(), options.batch_size, steps_per_epoch);
+    say("training epochs %lld-%d of %d on %d ranks: %lld images per rank and epoch, batch %lld per rank, %lld steps per epoch",
+        ll(state.epoch + 1), options.epochs, options.epochs, world, ll(sampler.size()), ll(options.batch_size),
+        ll(steps_per_epoch));
   }
 
   const ddprun::torch::DdpStats stats_before = ddp.stats();
@@ -226,16 +233,17 @@ int run(const Options& options) {
       window_samples += count * world;
       const double loss_value = loss.item<double>();
       loss_sum += loss_value;
-      ddprun::progress::report(state.step, samples,
-                               fmt::format("epoch {}/{} loss {:.4f}", epoch + 1, options.epochs, loss_value));
+      char progress_text[64];
+      std::snprintf(progress_text, sizeof progress_text, "epoch %lld/%d loss %.4f", ll(epoch + 1), options.epochs, loss_value);
+      ddprun::progress::report(state.step, samples, progress_text);
 
       if (state.step == options.die_at_step && rank == options.die_rank && worker.attempt() == 0) {
-        log.warn("--die-at-step {}: rank {} kills itself with SIGKILL", options.die_at_step, rank);
+        log.warnf("--die-at-step %lld: rank %d kills itself with SIGKILL", ll(options.die_at_step), rank);
         std::raise(SIGKILL);
       }
       if (leader && options.log_every > 0 && (step + 1) % options.log_every == 0) {
-        say("epoch {}/{} step {}/{} loss {:.4f} {:.0f} samples/s", epoch + 1, options.epochs, step + 1,
-            steps_per_epoch, loss_value, static_cast<double>(window_samples) / seconds_since(window_start));
+        say("epoch %lld/%d step %lld/%lld loss %.4f %.0f samples/s", ll(epoch + 1), options.epochs, ll(step + 1),
+            ll(steps_per_epoch), loss_value, static_cast<double>(window_samples) / seconds_since(window_start));
         window_start = Clock::now();
         window_samples = 0;
       }
@@ -251,9 +259,9 @@ int run(const Options& options) {
     ddprun::torch::save_checkpoint(checkpoint, *model, &optimizer, state, *worker.group);
     accuracy = test_accuracy(model, test, worker);
     if (leader) {
-      say("epoch {}/{} done in {:.1f} s: mean loss {:.4f}, test accuracy {:.4f}; checkpoint {}", epoch + 1,
+      say("epoch %lld/%d done in %.1f s: mean loss %.4f, test accuracy %.4f; checkpoint %s", ll(epoch + 1),
           options.epochs, epoch_seconds, loss_sum / static_cast<double>(std::max<std::int64_t>(steps_per_epoch, 1)),
-          accuracy, checkpoint.string());
+          accuracy, checkpoint.c_str());
     }
   }
   if (accuracy < 0) accuracy = test_accuracy(model, test, worker);  // nothing left to train
@@ -268,12 +276,12 @@ int run(const Options& options) {
       ddprun::torch::DdpStats delta;  // this attempt's
       delta.all_reduce_seconds = after.all_reduce_seconds - stats_before.all_reduce_seconds;
       delta.wait_seconds = after.wait_seconds - stats_before.wait_seconds;
-      say("train_samples_per_s={:.1f} train_cpu_ms_per_sample={:.4f}", static_cast<double>(trained) / train_seconds,
+      say("train_samples_per_s=%.1f train_cpu_ms_per_sample=%.4f", static_cast<double>(trained) / train_seconds,
           cpu.cpu().item<double>() * 1e3 / static_cast<double>(trained));
-      say("ddp_allreduce_s={:.3f} ddp_wait_s={:.3f} ddp_hidden_share={:.3f}", delta.all_reduce_seconds,
-          delta.wait_seconds, delta.hidden_share());
+      say("ddp_allreduce_s=%.3f ddp_wait_s=%.3f ddp_hidden_share=%.3f", delta.all_reduce_seconds, delta.wait_seconds,
+          delta.hidden_share());
     }
-    say("test_accuracy={:.4f}", accuracy);
+    say("test_accuracy=%.4f", accuracy);
   }
   return 0;
 }

@@ -9,15 +9,17 @@
 
 #include <functional>
 #include <map>
+#include <cstdio>
 #include <regex>
 #include <string>
+#include <string_view>
 
 #include "ddprun/error.hpp"
 
 namespace ddprun {
 namespace {
 
-using spdlog::level::level_enum;
+using level_enum = LogLevel;
 
 TEST(LogLevelFor, DefaultsRankZeroInfoOthersWarn) {
   EXPECT_EQ(log_level_for(0, nullptr, nullptr), level_enum::info);
@@ -30,7 +32,7 @@ TEST(LogLevelFor, LevelAppliesToListedRanksAndNeverLoosensOthersPastWarn) {
   EXPECT_EQ(log_level_for(1, "debug", nullptr), level_enum::warn);
   EXPECT_EQ(log_level_for(0, "TRACE", nullptr), level_enum::trace);
   EXPECT_EQ(log_level_for(0, "warning", nullptr), level_enum::warn);
-  EXPECT_EQ(log_level_for(3, "error", nullptr), level_enum::err);  // stricter than warn: all ranks
+  EXPECT_EQ(log_level_for(3, "error", nullptr), level_enum::error);  // stricter than warn: all ranks
   EXPECT_EQ(log_level_for(0, "off", nullptr), level_enum::off);
   EXPECT_EQ(log_level_for(5, "off", nullptr), level_enum::off);
   EXPECT_EQ(log_level_for(5, "critical", nullptr), level_enum::critical);
@@ -97,7 +99,7 @@ std::string stderr_of_child(const std::map<std::string, std::string>& env, const
 
 void log_every_level() {
   log().debug("debug line");
-  log().info("info line {}", 42);
+  log().infof("info line %d", 42);
   log().warn("warn line");
   log().error("error line");
 }
@@ -146,6 +148,27 @@ TEST(Log, ConfigureLoggingSetsTheRank) {
   EXPECT_NE(out.find("[rank 5] [W "), std::string::npos) << out;
   EXPECT_EQ(out.find("hidden"), std::string::npos) << out;
   EXPECT_NE(out.find("[rank 0] [I "), std::string::npos) << out;
+}
+
+TEST(Log, LevelAndEnabledFollowTheRank) {
+  std::string out = stderr_of_child({{"RANK", "3"}, {"WORLD_SIZE", "4"}}, [] {
+    std::fprintf(stderr, "level %d info %d warn %d off %d\n", static_cast<int>(log().level()),
+                 log().enabled(LogLevel::info), log().enabled(LogLevel::warn), log().enabled(LogLevel::off));
+  });
+  EXPECT_EQ(out, "level 3 info 0 warn 1 off 0\n");
+}
+
+TEST(Log, PrintfFormsWriteLongMessagesWhole) {
+  std::string out = stderr_of_child({{"RANK", "0"}, {"WORLD_SIZE", "1"}}, [] {
+    const std::string long_text(3000, 'x');
+    log().warnf("%s|%05.1f|%s", "head", 2.5, long_text.c_str());
+    log().logf(LogLevel::error, "level given: %d", 7);
+    log().log(LogLevel::info, std::string_view("a view, not a string"));
+  });
+  EXPECT_NE(out.find("] head|002.5|" + std::string(3000, 'x') + "\n"), std::string::npos) << out.substr(0, 200);
+  EXPECT_NE(out.find("[E "), std::string::npos) << out.substr(0, 200);
+  EXPECT_NE(out.find("] level given: 7\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("] a view, not a string\n"), std::string::npos) << out;
 }
 
 TEST(Log, ColorsWhenForced) {
