@@ -492,7 +492,65 @@ def bench_status_cpu(a):
               f"(min {min(reports):.0f}/s, n={len(reports)})", flush=True)
 
 
+def installed_prefix(wheel, into):
+    """What `pip install WHEEL` puts under an env's prefix (bin/, share/ddprun/), unpacked into
+    `into`: the same files, so the same start cost, without a venv."""
+    import stat
+    import zipfile
+    with zipfile.ZipFile(wheel) as zf:
+        for info in zf.infolist():
+            if ".data/data/" not in info.filename or info.is_dir():
+                continue
+            target = Path(into) / info.filename.split(".data/data/", 1)[1]
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(zf.read(info))
+            if (info.external_attr >> 16) & stat.S_IXUSR:
+                target.chmod(0o755)
+    return Path(into) / "bin" / "ddprun"
+
+
+def bench_installed(a):
+    """The wheel's binary (static but for glibc, stripped) against the build tree's (shared
+    libraries) and torchrun-anchor: launch and teardown of 8 workers; and the process start alone
+    (`--version`), where dynamic linking costs most."""
+    wheels = sorted(REPO.glob("dist/ddprun-*.whl"), key=lambda w: w.stat().st_mtime)
+    if not wheels:
+        raise BenchError("no dist/ddprun-*.whl: build it with scripts/package.sh")
+    with tempfile.TemporaryDirectory(prefix="ddprun-installed-") as tmp:
+        installed = str(installed_prefix(wheels[-1], tmp))
+        cmds = {label: [binary, "--standalone", "--nproc-per-node", str(NPROC), "--no-python", "/bin/true"]
+                for label, binary in (("installed", installed), ("build tree", a.ddprun))}
+        cmds["torchrun-anchor"] = [a.anchor, "--standalone", "--monitor_interval", "0.05", "--nproc_per_node",
+                                   str(NPROC), "--no_python", "/bin/true"]
+        for cmd in cmds.values():
+            timed_run(cmd)
+        results = {label: [] for label in cmds}
+        for i in range(a.launch_runs):  # all three take turns
+            for label, cmd in cmds.items():
+                if label != "torchrun-anchor" or i < a.launch_anchor_runs:
+                    results[label].append(ms(timed_run(cmd)))
+        summary("installed_launch_8x_true", results["installed"], results["torchrun-anchor"], "torchrun-anchor",
+                "the wheel's binary; goal >= 50x")
+        i, b = statistics.median(results["installed"]), statistics.median(results["build tree"])
+        print(f"    installed/build tree: {fmt(i)} ms against {fmt(b)} ms, ratio {i / b:.2f}", flush=True)
+        for label, xs in results.items():
+            details(label, xs)
+        starts = {label: [] for label in ("installed", "build tree")}
+        for _ in range(a.launch_runs * 4):
+            for label, binary in (("installed", installed), ("build tree", a.ddprun)):
+                starts[label].append(ms(timed_run([binary, "--version"])))
+        i, b = statistics.median(starts["installed"]), statistics.median(starts["build tree"])
+        print(f"installed_start_version  installed median {fmt(i)} ms  build tree median {fmt(b)} ms  "
+              f"ratio {b / i:.2f}x (process start to exit, `ddprun --version`)", flush=True)
+        for label, xs in starts.items():
+            details(label, xs)
+        print(f"    wheel: {wheels[-1].name}, {wheels[-1].stat().st_size / 1024:.0f} KiB; installed ddprun "
+              f"{Path(installed).stat().st_size / 1024:.0f} KiB, build tree's {Path(a.ddprun).stat().st_size / 1024:.0f} KiB",
+              flush=True)
+
+
 BENCHMARKS = {
+    "installed_launch_8x_true": bench_installed,
     "launch_teardown_8x_true": bench_launch,
     "launch_teardown_8x_true_pty": bench_launch_pty,
     "restart_latency_8x": bench_restart,

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up, build, and run the benchmarks, each against its PyTorch anchor in the same run:
-#   launcher  (bench/launcher_bench.py):  ddprun against torchrun-anchor; and the status monitor's
+#   launcher  (bench/launcher_bench.py):  ddprun against torchrun-anchor (the build tree's binary,
+#             and the wheel's: installed_launch_8x_true builds it with package.sh); the status monitor's
 #             cost (status_cpu: ddprun with its status block on against off)
 #   store     (bench/store_bench.py):     ddprun-store against PyTorch 1.13's TCPStore server
 #   allreduce (bench/allreduce_bench.py): ddprun::runtime's gloo all_reduce against PyTorch's gloo
@@ -65,8 +66,10 @@ if ((${#selected[@]} == 0)); then
   exit 2
 fi
 
-./scripts/setup.sh
+./scripts/setup.sh --tests
 ./scripts/build.sh
+# installed_launch_8x_true times the wheel's binary: build the wheel (dist/) when it is selected.
+if [[ installed_launch_8x_true == *"$filter"* ]]; then ./scripts/package.sh; fi
 build_dir=${DDPRUN_BUILD_DIR:-build}
 # The anchor lives in shared/, beside the repository.
 anchor=${TORCHRUN_ANCHOR:-$(realpath ../shared/tools/torchrun-anchor)}
