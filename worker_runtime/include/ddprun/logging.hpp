@@ -8,9 +8,9 @@
 ///
 /// This header names the standard library only: a trainer built against any LibTorch (LibTorch 2.x
 /// ships its own fmt, which spdlog's fmt would clash with) includes it and calls it without fmt.
-/// The work (spdlog) stays inside libddprun_runtime. A message below the rank's level costs one
-/// comparison: the `...f` forms format nothing then, and `enabled(level)` lets a caller skip building
-/// an expensive message.
+/// The work (spdlog) stays inside libddprun_runtime. A message below the rank's level costs a check
+/// of the level (an atomic load): the `...f` forms format nothing then, and `enabled(level)` lets a
+/// caller skip building an expensive message.
 ///
 /// Environment (read when the logger is first used, and again by configure_logging):
 ///   DDPRUN_LOG_LEVEL  trace | debug | info | warn | error | off   (default: info; case-insensitive,
