@@ -10,23 +10,47 @@
 /// Linked into the portable binaries only (DDPRUN_PORTABLE); packaging/glibc_only.py checks
 /// the result.
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <link.h>
 #include <sys/random.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
 
-extern "C" uint32_t arc4random() noexcept {
-  uint32_t value = 0;
-  auto* bytes = reinterpret_cast<unsigned char*>(&value);
+namespace {
+
+/// Fills `size` bytes from the kernel's generator: getrandom, or /dev/urandom where the kernel
+/// predates getrandom (ENOSYS, before Linux 3.17), as glibc's arc4random does.
+bool kernel_random(unsigned char* bytes, std::size_t size) {
   std::size_t got = 0;
-  while (got < sizeof value) {
-    ssize_t n = ::getrandom(bytes + got, sizeof value - got, 0);
+  while (got < size) {
+    ssize_t n = ::getrandom(bytes + got, size - got, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) std::abort();  // as glibc's: arc4random cannot fail, and must not return non-random bytes
+    if (n < 0 && errno == ENOSYS) break;
+    if (n <= 0) return false;
     got += static_cast<std::size_t>(n);
   }
+  if (got == size) return true;
+  int fd = ::open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  while (got < size) {
+    ssize_t n = ::read(fd, bytes + got, size - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+  return got == size;
+}
+
+}  // namespace
+
+extern "C" uint32_t arc4random() noexcept {
+  uint32_t value = 0;
+  // As glibc's: arc4random cannot fail, and must never return bytes that are not random.
+  if (!kernel_random(reinterpret_cast<unsigned char*>(&value), sizeof value)) std::abort();
   return value;
 }
 
