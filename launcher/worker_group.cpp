@@ -9,6 +9,8 @@
 #include <boost/asio/post.hpp>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 #include "launcher/console_writer.hpp"
 #include "launcher/errors.hpp"
@@ -42,6 +44,22 @@ constexpr std::size_t kReadChunk = 64 * 1024;
 /// Workers started per loop turn: a fork+exec takes about a millisecond (more on a busy machine),
 /// so a signal or an exit waits at most a few tens of milliseconds behind a start of thousands.
 constexpr std::size_t kSpawnBatch = 8;
+
+/// Writes all of `text` to `fd`, a regular file (open_log_file refuses anything else: the loop
+/// never waits on a reader), retrying EINTR; the errno text of what stopped it, or nothing when
+/// every byte was written.
+std::optional<std::string> write_whole(int fd, std::string_view text) {
+  while (!text.empty()) {
+    ssize_t n = ::write(fd, text.data(), text.size());
+    if (n > 0) {
+      text.remove_prefix(static_cast<std::size_t>(n));
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    return std::string(n < 0 ? std::strerror(errno) : "nothing written");
+  }
+  return std::nullopt;
+}
 
 int torchrun_exitcode(int wait_status) {
   if (WIFSIGNALED(wait_status)) return -WTERMSIG(wait_status);
@@ -230,39 +248,20 @@ void WorkerGroup::carry(Worker& worker, Stream& stream, std::string_view chunk, 
 }
 
 void WorkerGroup::write_to_filtered_file(Worker& worker, Stream& stream, const std::string& lines) {
-  // A regular file (open_log_file refuses anything else), written as the log files are: the loop
-  // never waits on a reader. The workers of an attempt share it; each batch is whole lines.
-  std::string_view rest = lines;
-  while (!rest.empty()) {
-    ssize_t n = ::write(stream.route.filtered_fd, rest.data(), rest.size());
-    if (n > 0) {
-      rest.remove_prefix(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    break;
-  }
-  if (rest.empty()) return;
-  LogWriteError error{worker.local_rank, stream.route.filtered_path, std::strerror(errno), true};
+  // Written as the log files are. The workers of an attempt share it; each batch is whole lines.
+  auto failure = write_whole(stream.route.filtered_fd, lines);
+  if (!failure) return;
+  LogWriteError error{worker.local_rank, stream.route.filtered_path, *failure, true};
   stream.route.filtered_fd = -1;
   if (handlers_.on_log_error) handlers_.on_log_error(error);
 }
 
 void WorkerGroup::write_to_file(Worker& worker, Stream& stream, const std::string& lines) {
-  std::string_view rest = lines;
-  while (!rest.empty()) {
-    ssize_t n = ::write(stream.route.file_fd, rest.data(), rest.size());
-    if (n > 0) {
-      rest.remove_prefix(static_cast<std::size_t>(n));
-      continue;
-    }
-    if (n < 0 && errno == EINTR) continue;
-    break;
-  }
-  if (rest.empty()) return;
+  auto failure = write_whole(stream.route.file_fd, lines);
+  if (!failure) return;
   // A full disk or a broken file system: say so once, and keep every line from now on (this batch
   // whole, so no line is cut) on the console instead of losing it.
-  LogWriteError error{worker.local_rank, stream.route.file_path, std::strerror(errno)};
+  LogWriteError error{worker.local_rank, stream.route.file_path, *failure};
   stream.route.file_fd = -1;
   if (stream.route.console == nullptr && stream.route.fallback != nullptr) {
     stream.route.console = stream.route.fallback;
