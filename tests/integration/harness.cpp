@@ -180,6 +180,12 @@ std::vector<std::string> one_node_job_flags(bool multi_node) {
           "--rdzv-conf=last_call_timeout=0.2,join_timeout=30"};
 }
 
+std::filesystem::path only_run_folder(const TempDir& logs) {
+  std::vector<std::filesystem::path> runs(std::filesystem::directory_iterator(logs.path()), {});
+  EXPECT_EQ(runs.size(), 1U);
+  return runs.empty() ? std::filesystem::path() : runs[0];
+}
+
 std::vector<pid_t> processes_with_argument(const std::string& needle) {
   std::vector<pid_t> found;
   for (const auto& entry : std::filesystem::directory_iterator("/proc")) {

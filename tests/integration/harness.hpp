@@ -88,5 +88,8 @@ bool process_alive(pid_t pid);
 /// arguments joined by spaces: a test's unique argument, or a secret that must be on none.
 std::vector<pid_t> processes_with_argument(const std::string& needle);
 std::vector<std::string> split_lines(const std::string& text);
+/// The one run folder (<run_id>_<random>) a job made under --log-dir `logs`; fails the test (and
+/// gives an empty path) when there is not exactly one.
+std::filesystem::path only_run_folder(const TempDir& logs);
 
 }  // namespace ddprun::testing

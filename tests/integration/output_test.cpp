@@ -8,16 +8,6 @@
 
 using namespace ddprun::testing;
 
-namespace {
-
-std::filesystem::path only_run_folder(const TempDir& logs) {
-  std::vector<std::filesystem::path> runs(std::filesystem::directory_iterator(logs.path()), {});
-  EXPECT_EQ(runs.size(), 1U);
-  return runs.empty() ? std::filesystem::path() : runs[0];
-}
-
-}  // namespace
-
 TEST(Output, LinesOfParallelWorkersNeverTear) {
   constexpr int kWorkers = 8;
   constexpr int kLines = 5000;

@@ -16,12 +16,6 @@ using namespace ddprun::testing;
 
 namespace {
 
-std::filesystem::path only_run_folder(const TempDir& logs) {
-  std::vector<std::filesystem::path> runs(std::filesystem::directory_iterator(logs.path()), {});
-  EXPECT_EQ(runs.size(), 1U);
-  return runs.empty() ? std::filesystem::path() : runs[0];
-}
-
 std::vector<std::string> sorted_lines(const std::string& text) {
   auto lines = split_lines(text);
   std::sort(lines.begin(), lines.end());
