@@ -16,6 +16,7 @@
 #include "launcher/errors.hpp"
 #include "launcher/exit_status.hpp"
 #include "launcher/fleet.hpp"
+#include "launcher/own_executable.hpp"
 #include "launcher/program.hpp"
 #include "launcher/trace_command.hpp"
 #include "launcher/status_command.hpp"

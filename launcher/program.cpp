@@ -143,12 +143,6 @@ PythonChoice choose_python(const Environ& env, const std::string& program, const
                    "not Python)");
 }
 
-fs::path own_executable_dir() {
-  std::error_code error;
-  fs::path self = fs::read_symlink("/proc/self/exe", error);
-  return error ? fs::path() : self.parent_path();
-}
-
 std::optional<PythonShebang> parse_python_shebang(std::string_view head) {
   if (!head.starts_with("#!")) return std::nullopt;  // ELF ("\x7f" "ELF"), plain text, ...
   auto newline = head.find('\n');

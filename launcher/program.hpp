@@ -27,7 +27,8 @@ std::string describe_python(const PythonChoice& choice);
 /// The interpreter of Python workers, in this documented order (the first that applies wins):
 /// 1. $PYTHON_EXEC (a path, or a name looked up on PATH), as torchrun; set but not executable is
 ///    a UsageError naming it, never a silent fallback;
-/// 2. python3, else python, in `launcher_dir`, the folder of ddprun's own executable: ddprun
+/// 2. python3, else python, in `launcher_dir`, the folder of ddprun's own executable
+///    (own_executable_dir): ddprun
 ///    installed into a Python env (pip into a venv or conda env) sits in that env's bin/, beside
 ///    its interpreter, as the env's torchrun does, which runs its own interpreter (called by full
 ///    path, venv/bin/ddprun, the venv needs no activation);
@@ -40,9 +41,6 @@ std::string describe_python(const PythonChoice& choice);
 PythonChoice choose_python(const Environ& env, const std::string& program = "",
                            const std::filesystem::path& launcher_dir = {});
 
-/// The folder of this process's executable (/proc/self/exe's, symlinks resolved: a link to
-/// venv/bin/ddprun still finds the venv); empty when it cannot be read.
-std::filesystem::path own_executable_dir();
 
 /// A Python interpreter named by a program's first line(s), as the kernel would run it.
 struct PythonShebang {

@@ -20,6 +20,7 @@
 #include <fstream>
 #include <thread>
 
+#include "launcher/own_executable.hpp"
 #include "launcher/safe_kill.hpp"
 #include "launcher/stack_text.hpp"
 #include "launcher/text.hpp"
@@ -420,10 +421,9 @@ std::string stack_file_text(const CapturedRank& rank, const std::string& host, d
 }
 
 std::optional<std::string> find_unwinder() {
-  std::error_code error;
-  auto self = std::filesystem::canonical("/proc/self/exe", error);
-  if (error) return std::nullopt;
-  auto path = self.parent_path() / "ddprun-unwind";
+  auto dir = own_executable_dir();
+  if (dir.empty()) return std::nullopt;
+  auto path = dir / "ddprun-unwind";
   if (::access(path.c_str(), X_OK) != 0) return std::nullopt;
   return path.string();
 }

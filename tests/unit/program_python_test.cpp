@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "launcher/errors.hpp"
+#include "launcher/own_executable.hpp"
 #include "launcher/program.hpp"
 #include "scratch_folder.hpp"
 
