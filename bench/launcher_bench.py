@@ -13,6 +13,7 @@ import fcntl
 import os
 import pty
 import signal
+import stat
 import statistics
 import struct
 import subprocess
@@ -21,6 +22,7 @@ import tempfile
 import termios
 import threading
 import time
+import zipfile
 from pathlib import Path
 
 from bench_common import BenchError, run_harness
@@ -495,8 +497,6 @@ def bench_status_cpu(a):
 def installed_prefix(wheel, into):
     """What `pip install WHEEL` puts under an env's prefix (bin/, share/ddprun/), unpacked into
     `into`: the same files, so the same start cost, without a venv."""
-    import stat
-    import zipfile
     with zipfile.ZipFile(wheel) as zf:
         for info in zf.infolist():
             if ".data/data/" not in info.filename or info.is_dir():
