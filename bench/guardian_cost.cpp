@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/guardian.hpp"
-#include "launcher/job_cgroup.hpp"
+#include "launcher/workers/guardian.hpp"
+#include "launcher/workers/job_cgroup.hpp"
 
 using namespace ddprun::launcher;
 using Clock = std::chrono::steady_clock;

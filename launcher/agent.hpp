@@ -19,20 +19,20 @@
 #include <string>
 #include <vector>
 
-#include "launcher/console_output.hpp"
-#include "launcher/environ.hpp"
-#include "launcher/failure_summary.hpp"
-#include "launcher/job_status.hpp"
-#include "launcher/launch_config.hpp"
-#include "launcher/oom_watch.hpp"
+#include "launcher/output/console_output.hpp"
+#include "launcher/base/environ.hpp"
+#include "launcher/report/failure_summary.hpp"
+#include "launcher/observe/job_status.hpp"
+#include "launcher/cli/launch_config.hpp"
+#include "launcher/report/oom_watch.hpp"
 #include "launcher/port_reservation.hpp"
-#include "launcher/program.hpp"
-#include "launcher/recent_events.hpp"
-#include "launcher/run_logs.hpp"
+#include "launcher/cli/program.hpp"
+#include "launcher/observe/recent_events.hpp"
+#include "launcher/output/run_logs.hpp"
 #include "launcher/signal_origin.hpp"
 #include "launcher/supervisor.hpp"
-#include "launcher/unique_fd.hpp"
-#include "launcher/worker_spec.hpp"
+#include "launcher/base/unique_fd.hpp"
+#include "launcher/workers/worker_spec.hpp"
 #include "rendezvous/job_board.hpp"  // the Agent owns one (agent_board.cpp); its destructor is in agent.cpp
 
 namespace ddprun::rendezvous {

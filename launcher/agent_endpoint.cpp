@@ -12,13 +12,13 @@
 
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
-#include "launcher/capture_queue.hpp"
-#include "launcher/errors.hpp"
-#include "launcher/stack_capture.hpp"
-#include "launcher/stack_digest.hpp"
-#include "launcher/status_endpoint.hpp"
-#include "launcher/status_monitor.hpp"
-#include "launcher/worker_group.hpp"
+#include "launcher/observe/capture_queue.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/observe/stack_capture.hpp"
+#include "launcher/observe/stack_digest.hpp"
+#include "launcher/observe/status_endpoint.hpp"
+#include "launcher/observe/status_monitor.hpp"
+#include "launcher/workers/worker_group.hpp"
 #include "rendezvous/endpoint.hpp"
 
 namespace ddprun::launcher {

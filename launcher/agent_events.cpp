@@ -11,8 +11,8 @@
 
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
-#include "launcher/event_log.hpp"
-#include "launcher/failure_rule.hpp"
+#include "launcher/observe/event_log.hpp"
+#include "launcher/report/failure_rule.hpp"
 
 namespace ddprun::launcher {
 namespace {

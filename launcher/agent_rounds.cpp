@@ -8,10 +8,10 @@
 
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 #include "rendezvous/node_membership.hpp"
 #include "rendezvous/error.hpp"
-#include "rendezvous/etcd_store.hpp"
+#include "rendezvous/etcd/etcd_store.hpp"
 #include "rendezvous/job_shape.hpp"
 #include "rendezvous/join_progress.hpp"
 #include "rendezvous/open_file_limit.hpp"

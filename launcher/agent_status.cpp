@@ -6,11 +6,11 @@
 
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
-#include "launcher/console.hpp"
-#include "launcher/job_event.hpp"
-#include "launcher/status_monitor.hpp"
-#include "launcher/status_render.hpp"
-#include "launcher/worker_group.hpp"
+#include "launcher/output/console.hpp"
+#include "launcher/observe/job_event.hpp"
+#include "launcher/observe/status_monitor.hpp"
+#include "launcher/observe/status_render.hpp"
+#include "launcher/workers/worker_group.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -5,8 +5,8 @@
 #include <chrono>
 #include <string>
 
-#include "launcher/console_output.hpp"
-#include "launcher/launch_config.hpp"
+#include "launcher/output/console_output.hpp"
+#include "launcher/cli/launch_config.hpp"
 
 namespace ddprun::launcher {
 

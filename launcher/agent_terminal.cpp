@@ -6,10 +6,10 @@
 #include <algorithm>
 
 #include "launcher/agent.hpp"
-#include "launcher/console.hpp"
-#include "launcher/stdin_forwarder.hpp"
-#include "launcher/terminal_window.hpp"
-#include "launcher/worker_group.hpp"
+#include "launcher/output/console.hpp"
+#include "launcher/terminal/stdin_forwarder.hpp"
+#include "launcher/terminal/terminal_window.hpp"
+#include "launcher/workers/worker_group.hpp"
 
 namespace ddprun::launcher {
 

@@ -11,15 +11,15 @@
 #include <vector>
 
 #include "launcher/agent.hpp"
-#include "launcher/cli.hpp"
-#include "launcher/console.hpp"
-#include "launcher/errors.hpp"
-#include "launcher/exit_status.hpp"
-#include "launcher/fleet.hpp"
-#include "launcher/own_executable.hpp"
-#include "launcher/program.hpp"
-#include "launcher/trace_command.hpp"
-#include "launcher/status_command.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/output/console.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/report/exit_status.hpp"
+#include "launcher/fleet/fleet.hpp"
+#include "launcher/base/own_executable.hpp"
+#include "launcher/cli/program.hpp"
+#include "launcher/observe/trace_command.hpp"
+#include "launcher/observe/status_command.hpp"
 
 using namespace ddprun::launcher;
 

@@ -1,7 +1,7 @@
 #pragma once
 /// Where each of a worker's streams goes, from -r/--redirects, -t/--tee, --local-ranks-filter and
 /// --log-line-prefix-template. Pure; the agent opens the files and writes the prefixes.
-#include "launcher/launch_config.hpp"
+#include "launcher/cli/launch_config.hpp"
 
 namespace ddprun::launcher {
 

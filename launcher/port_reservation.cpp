@@ -3,7 +3,7 @@
 #include <boost/system/error_code.hpp>
 
 #include "common/listen.hpp"
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 
 namespace asio = boost::asio;
 

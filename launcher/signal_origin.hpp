@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include "launcher/unique_fd.hpp"
+#include "launcher/base/unique_fd.hpp"
 
 namespace ddprun::launcher {
 

@@ -5,9 +5,9 @@
 #include <cstdio>
 #include <utility>
 
-#include "launcher/errors.hpp"
-#include "launcher/failure_rule.hpp"
-#include "launcher/signal_names.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/report/failure_rule.hpp"
+#include "launcher/base/signal_names.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -20,8 +20,8 @@
 #include <variant>
 #include <vector>
 
-#include "launcher/hang_action.hpp"
-#include "launcher/worker_exit.hpp"
+#include "launcher/observe/hang_action.hpp"
+#include "launcher/workers/worker_exit.hpp"
 #include "rendezvous/round_record.hpp"
 
 namespace ddprun::launcher {

@@ -16,9 +16,9 @@
 #include <future>
 #include <thread>
 
-#include "rendezvous/etcd_client.hpp"
-#include "rendezvous/etcd_json.hpp"
-#include "rendezvous/etcd_store.hpp"
+#include "rendezvous/etcd/etcd_client.hpp"
+#include "rendezvous/etcd/etcd_json.hpp"
+#include "rendezvous/etcd/etcd_store.hpp"
 #include "rendezvous/round_protocol.hpp"
 #include "tests/support/round_fixtures.hpp"
 #include "tests/support/store_backends.hpp"

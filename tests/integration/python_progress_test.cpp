@@ -1,5 +1,5 @@
 // python/ddprun_progress.py, the pure-Python progress writer, read back by the launcher's own
-// reader (launcher/progress_reader.hpp, which knows the layout from the C++ contract, not from the
+// reader (launcher/observe/progress_reader.hpp, which knows the layout from the C++ contract, not from the
 // module): a Python worker under ddprun imports it with no PYTHONPATH of the user's; text cut at a
 // character boundary; no system call per report (seccomp strict mode); a no-op without ddprun and
 // never an exception into training; a forked child leaves its parent's file alone; and a reader
@@ -12,7 +12,7 @@
 #include <thread>
 
 #include "harness.hpp"
-#include "launcher/progress_reader.hpp"
+#include "launcher/observe/progress_reader.hpp"
 
 using namespace ddprun::testing;
 using ddprun::launcher::ProgressFile;

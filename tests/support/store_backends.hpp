@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "rendezvous/async_store_client.hpp"
-#include "rendezvous/etcd_store.hpp"
+#include "rendezvous/etcd/etcd_store.hpp"
 #include "rendezvous/round_protocol.hpp"
 #include "rendezvous/store_server.hpp"
 #include "tests/support/etcd_member.hpp"

@@ -1,12 +1,12 @@
 // What a node puts on the job board stays under its bound whatever the workers report, and reads
 // back as what was published.
-#include "launcher/board_status.hpp"
+#include "launcher/observe/board_status.hpp"
 
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
-#include "launcher/status_json.hpp"
+#include "launcher/observe/status_json.hpp"
 
 namespace ddprun::launcher {
 namespace {

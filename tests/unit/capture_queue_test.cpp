@@ -16,7 +16,7 @@
 #include <functional>
 #include <sstream>
 
-#include "launcher/capture_queue.hpp"
+#include "launcher/observe/capture_queue.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include "cli_parse.hpp"
-#include "launcher/cli.hpp"
-#include "launcher/cli_spelling.hpp"
-#include "launcher/cli_values.hpp"
-#include "launcher/errors.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/cli/cli_spelling.hpp"
+#include "launcher/cli/cli_values.hpp"
+#include "launcher/base/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

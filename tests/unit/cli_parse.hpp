@@ -5,8 +5,8 @@
 #include <variant>
 #include <vector>
 
-#include "launcher/cli.hpp"
-#include "launcher/errors.hpp"
+#include "launcher/cli/cli.hpp"
+#include "launcher/base/errors.hpp"
 #include "rendezvous/endpoint.hpp"
 
 namespace ddprun::launcher::cli_testing {

@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "cli_parse.hpp"
-#include "launcher/cli_options.hpp"
+#include "launcher/cli/cli_options.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

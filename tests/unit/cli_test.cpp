@@ -1,5 +1,5 @@
 // parse_command_line: flags, PET_* fallback, validation, and how PROGRAM is run.
-#include "launcher/cli.hpp"
+#include "launcher/cli/cli.hpp"
 
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <regex>
 
 #include "cli_parse.hpp"
-#include "launcher/cli_values.hpp"
-#include "launcher/errors.hpp"
+#include "launcher/cli/cli_values.hpp"
+#include "launcher/base/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

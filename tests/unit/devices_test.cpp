@@ -1,6 +1,6 @@
 // decide_visible_devices by table over recorded driver answers; probe_devices over a recorded
 // /proc and /sys folder; assign_devices.
-#include "launcher/devices.hpp"
+#include "launcher/devices/devices.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,6 +1,6 @@
 // elf_needed on real files: this test's own executable, a LibTorch example of the build when there
 // is one (Debian's LibTorch 1.13 names its sonames with the version), and files that are not ELF.
-#include "launcher/elf_needed.hpp"
+#include "launcher/workers/elf_needed.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/worker_env.hpp"
+#include "launcher/workers/worker_env.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -13,8 +13,8 @@
 #include <sstream>
 #include <thread>
 
-#include "launcher/elf_symbols.hpp"
-#include "launcher/stack_text.hpp"
+#include "launcher/observe/elf_symbols.hpp"
+#include "launcher/observe/stack_text.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,4 +1,4 @@
-#include "launcher/error_file.hpp"
+#include "launcher/report/error_file.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

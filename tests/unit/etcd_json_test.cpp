@@ -1,6 +1,6 @@
 // etcd's v3 JSON gateway, apart from any I/O: base64, request bodies, replies as etcd 3.4 writes
 // them (recorded with curl from Debian's etcd-server), and what a failed request means.
-#include "rendezvous/etcd_json.hpp"
+#include "rendezvous/etcd/etcd_json.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // --rdzv-endpoint and --rdzv-conf for etcd-v3, and which lease a key lives with: tables, no I/O.
-#include "rendezvous/etcd_options.hpp"
-#include "rendezvous/etcd_session.hpp"
+#include "rendezvous/etcd/etcd_options.hpp"
+#include "rendezvous/etcd/etcd_session.hpp"
 
 #include <gtest/gtest.h>
 

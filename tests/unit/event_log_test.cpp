@@ -1,7 +1,7 @@
 // EventLog (--events FILE) against real files, pipes, FIFOs and /dev/full: it never blocks, keeps
 // the order, bounds its queue (drops counted, said once), says a failed write once; and the ring
 // of recent events the status endpoint reads.
-#include "launcher/event_log.hpp"
+#include "launcher/observe/event_log.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,8 +16,8 @@
 #include <string>
 #include <vector>
 
-#include "launcher/errors.hpp"
-#include "launcher/recent_events.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/observe/recent_events.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

@@ -1,6 +1,6 @@
 // report_failure: every error that can end ddprun -> its one line on stderr and its exit status,
 // by table (the one place main turns failures into what the user sees).
-#include "launcher/exit_status.hpp"
+#include "launcher/report/exit_status.hpp"
 
 #include <gtest/gtest.h>
 
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 #include "rendezvous/rendezvous_error.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 #include "rendezvous/store_error.hpp"

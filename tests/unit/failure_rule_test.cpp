@@ -1,5 +1,5 @@
 // Which exits count as failures in the summary, by table.
-#include "launcher/failure_rule.hpp"
+#include "launcher/report/failure_rule.hpp"
 
 #include <gtest/gtest.h>
 

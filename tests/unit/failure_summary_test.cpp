@@ -1,4 +1,4 @@
-#include "launcher/failure_summary.hpp"
+#include "launcher/report/failure_summary.hpp"
 
 #include <gtest/gtest.h>
 

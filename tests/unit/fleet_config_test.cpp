@@ -1,12 +1,12 @@
 // A job over ssh from the command line, by table: which options each host's agent gets, the
 // per-host flags (node rank, store, slots), what the fleet's flags refuse, the launcher's verdicts.
-#include "launcher/fleet_config.hpp"
+#include "launcher/fleet/fleet_config.hpp"
 
 #include <gtest/gtest.h>
 
 #include "cli_parse.hpp"
-#include "launcher/fleet_rule.hpp"
-#include "launcher/launch_config.hpp"
+#include "launcher/fleet/fleet_rule.hpp"
+#include "launcher/cli/launch_config.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/hang_rule.hpp"
+#include "launcher/observe/hang_rule.hpp"
 
 namespace ddprun::launcher {
 namespace {

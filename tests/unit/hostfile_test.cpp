@@ -1,10 +1,10 @@
 // The hosts of a job over ssh, by table: the hostfile grammar (MPI / DeepSpeed `host slots=N`),
 // the -H list (Horovod's `h1:4,h2`), --include / --exclude, and every mistake's message.
-#include "launcher/hostfile.hpp"
+#include "launcher/fleet/hostfile.hpp"
 
 #include <gtest/gtest.h>
 
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

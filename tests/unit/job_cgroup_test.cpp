@@ -1,7 +1,7 @@
 // Finding the cgroup v2 hierarchy and ddprun's place in it, by table; and a real job cgroup where
 // the machine allows one.
-#include "launcher/job_cgroup.hpp"
-#include "launcher/worker_process.hpp"
+#include "launcher/workers/job_cgroup.hpp"
+#include "launcher/workers/worker_process.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -1,5 +1,5 @@
 // The live region's rendering: pure functions, checked by table.
-#include "launcher/live_region.hpp"
+#include "launcher/output/live_region.hpp"
 
 #include <gtest/gtest.h>
 

@@ -12,7 +12,7 @@
 #include <set>
 #include <sstream>
 
-#include "launcher/metrics_text.hpp"
+#include "launcher/observe/metrics_text.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -3,9 +3,9 @@
 // NUMA node; two nodes with 4 GPUs each; a GPU whose numa_node is -1.
 #include <gtest/gtest.h>
 
-#include "launcher/errors.hpp"
-#include "launcher/numa_binding.hpp"
-#include "launcher/numa_topology.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/devices/numa_binding.hpp"
+#include "launcher/devices/numa_topology.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

@@ -1,4 +1,4 @@
-#include "launcher/oom_watch.hpp"
+#include "launcher/report/oom_watch.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
 // A worker's process tree from /proc: the parsers by table over recorded /proc text, the walk over a
 // folder laid out as /proc (threads' children lists, a reused pid, a zombie root), and once over
 // real processes.
-#include "launcher/proc_sample.hpp"
+#include "launcher/observe/proc_sample.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

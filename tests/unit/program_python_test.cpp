@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/errors.hpp"
-#include "launcher/own_executable.hpp"
-#include "launcher/program.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/base/own_executable.hpp"
+#include "launcher/cli/program.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

@@ -1,5 +1,5 @@
 // resolve_program and substitute_local_rank, against files in a temporary folder.
-#include "launcher/program.hpp"
+#include "launcher/cli/program.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

@@ -3,7 +3,7 @@
 // file with nothing published, files of another format refused, a write caught in the middle
 // retried, a writer that died mid-write, a file cut short after it was mapped, and a writer thread
 // publishing while the reader reads.
-#include "launcher/progress_reader.hpp"
+#include "launcher/observe/progress_reader.hpp"
 
 #include <gtest/gtest.h>
 #include <fcntl.h>

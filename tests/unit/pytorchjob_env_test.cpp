@@ -10,7 +10,7 @@
 #include <string>
 
 #include "cli_parse.hpp"
-#include "launcher/worker_env.hpp"
+#include "launcher/workers/worker_env.hpp"
 
 namespace ddprun::launcher {
 namespace {

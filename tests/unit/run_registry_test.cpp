@@ -8,8 +8,8 @@
 
 #include <fstream>
 
-#include "launcher/errors.hpp"
-#include "launcher/run_registry.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/observe/run_registry.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

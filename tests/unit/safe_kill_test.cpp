@@ -1,5 +1,5 @@
 // The launcher's one way to send signals never reaches init, "every process" or its own group.
-#include "launcher/safe_kill.hpp"
+#include "launcher/base/safe_kill.hpp"
 
 #include <gtest/gtest.h>
 #include <signal.h>

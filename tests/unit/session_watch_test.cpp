@@ -1,6 +1,6 @@
 // SessionWatch on a real pipe and a real event loop: bytes keep the session, end of file or
 // silence for the timeout ends it (once); DDPRUN_SESSION_WATCH's values, by table.
-#include "launcher/session_watch.hpp"
+#include "launcher/fleet/session_watch.hpp"
 
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -2,7 +2,7 @@
 // runs (tests/unit/data/slurm/, Debian 12's Slurm 22.05.8: each file names the command that made
 // it). First what the step says, then the job ddprun derives from it with the command line, by
 // table; then every refusal with its message.
-#include "launcher/slurm_env.hpp"
+#include "launcher/fleet/slurm_env.hpp"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "cli_parse.hpp"
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

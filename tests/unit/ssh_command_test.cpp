@@ -1,7 +1,7 @@
 // What the launching ddprun hands to ssh, by table: the quoting (checked by running /bin/sh on
 // every byte 1..255), the ssh argv, the remote command, the exported environment, the pre-flight's
 // verdicts.
-#include "launcher/ssh_command.hpp"
+#include "launcher/fleet/ssh_command.hpp"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>
@@ -9,7 +9,7 @@
 #include <array>
 #include <cstdio>
 
-#include "launcher/errors.hpp"
+#include "launcher/base/errors.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -15,9 +15,9 @@
 #include <fstream>
 #include <thread>
 
-#include "launcher/python_dir.hpp"
-#include "launcher/stack_capture.hpp"
-#include "launcher/stack_digest.hpp"
+#include "launcher/base/python_dir.hpp"
+#include "launcher/observe/stack_capture.hpp"
+#include "launcher/observe/stack_digest.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

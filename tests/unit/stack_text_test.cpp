@@ -8,8 +8,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "launcher/stack_digest.hpp"
-#include "launcher/stack_text.hpp"
+#include "launcher/observe/stack_digest.hpp"
+#include "launcher/observe/stack_text.hpp"
 
 namespace ddprun::launcher {
 namespace {

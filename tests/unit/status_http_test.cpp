@@ -15,9 +15,9 @@
 
 #include "../support/chromium.hpp"
 #include "../support/raw_http.hpp"
-#include "launcher/errors.hpp"
-#include "launcher/status_http.hpp"
-#include "launcher/status_json.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/observe/status_http.hpp"
+#include "launcher/observe/status_json.hpp"
 #include "scratch_folder.hpp"
 
 namespace ddprun::launcher {

@@ -2,8 +2,8 @@
 // defaults (an older agent's JSON), and a bad shape is an error, not a silent zero.
 #include <gtest/gtest.h>
 
-#include "launcher/job_event.hpp"
-#include "launcher/status_json.hpp"
+#include "launcher/observe/job_event.hpp"
+#include "launcher/observe/status_json.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "launcher/status_page.hpp"
+#include "launcher/observe/status_page.hpp"
 
 namespace ddprun::launcher {
 namespace {

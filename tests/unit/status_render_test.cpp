@@ -2,14 +2,14 @@
 // width (every rank with its state, step, rate, CPU, RSS, output age and text), many ranks fitted to
 // the rows with "N more" (the failed and the stragglers kept), colours only when asked, and the
 // one-line summary.
-#include "launcher/status_render.hpp"
+#include "launcher/observe/status_render.hpp"
 
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
-#include "launcher/live_region.hpp"
+#include "launcher/output/live_region.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,7 +1,7 @@
 // Who may ask the status endpoint for what: paths, methods, the token and the Host header, by table.
 #include <gtest/gtest.h>
 
-#include "launcher/status_request.hpp"
+#include "launcher/observe/status_request.hpp"
 
 namespace ddprun::launcher {
 namespace {

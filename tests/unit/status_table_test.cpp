@@ -1,7 +1,7 @@
 // What `ddprun status` and `ddprun stacks` print, to the character.
 #include <gtest/gtest.h>
 
-#include "launcher/status_table.hpp"
+#include "launcher/observe/status_table.hpp"
 
 namespace ddprun::launcher {
 namespace {

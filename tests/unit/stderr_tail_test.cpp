@@ -1,4 +1,4 @@
-#include "launcher/stderr_tail.hpp"
+#include "launcher/output/stderr_tail.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,13 @@
 // The straggler rule and the rate window it is fed from, by table: a rank persistently below 70 % of
 // the median is named, one slow sample names nobody, too few reporting ranks name nobody.
-#include "launcher/straggler_rule.hpp"
+#include "launcher/observe/straggler_rule.hpp"
 
 #include <gtest/gtest.h>
 
 #include <optional>
 #include <vector>
 
-#include "launcher/rate_window.hpp"
+#include "launcher/observe/rate_window.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -1,6 +1,6 @@
 // The terminal settings ddprun uses, as pure functions of the settings found.
-#include "launcher/terminal_mode.hpp"
-#include "launcher/worker_pty.hpp"
+#include "launcher/terminal/terminal_mode.hpp"
+#include "launcher/workers/worker_pty.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Worker text shown in the failure summary cannot drive the terminal and is bounded.
-#include "launcher/terminal_safe.hpp"
+#include "launcher/base/terminal_safe.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The event log -> Chrome trace converter, by table: what lines are events, and the trace a
 // scripted job gives (slices per rank, rounds and the job on the agent track, instants, one
 // process per node, node events recorded by several agents once).
-#include "launcher/trace_convert.hpp"
+#include "launcher/observe/trace_convert.hpp"
 
 #include <gtest/gtest.h>
 

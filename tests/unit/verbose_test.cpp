@@ -1,5 +1,5 @@
 // The -v lines by table: the launch config, an attempt's start, a worker's start, quoting.
-#include "launcher/verbose.hpp"
+#include "launcher/cli/verbose.hpp"
 
 #include <gtest/gtest.h>
 

@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "cli_parse.hpp"
-#include "launcher/worker_env.hpp"
+#include "launcher/workers/worker_env.hpp"
 
 namespace ddprun::launcher {
 namespace {

@@ -6,8 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "launcher/errors.hpp"
-#include "launcher/worker_process.hpp"
+#include "launcher/base/errors.hpp"
+#include "launcher/workers/worker_process.hpp"
 
 namespace ddprun::launcher {
 namespace {

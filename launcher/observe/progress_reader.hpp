@@ -1,0 +1,78 @@
+#pragma once
+/// The agent's side of a worker's progress file (DDPRUN_PROGRESS_FILE): mapped read-only, read as a
+/// consistent snapshot under the writer's seqlock.
+///
+/// The file's layout and the seqlock are the contract written down in
+/// worker_runtime/include/ddprun/progress.hpp (version 1, 512 bytes); the launcher does not link
+/// the worker runtime, so the offsets are repeated here and checked by a test against a file laid
+/// out by hand and against the runtime's own writer.
+///
+/// Unlike the runtime's reader, this one never waits: it is called on the agent's loop. A writer
+/// caught in the middle of a write (or one that died there, leaving the sequence odd) costs a few
+/// tries and then "busy" for this sample; the monitor keeps the previous snapshot.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "launcher/base/unique_fd.hpp"
+
+namespace ddprun::launcher {
+
+namespace progress_layout {
+inline constexpr std::uint64_t kMagic = 0x3147525052504444ull;  // "DDPRPRG1" as little-endian bytes
+inline constexpr std::uint32_t kVersion = 1;
+inline constexpr std::size_t kFileSize = 512;
+inline constexpr std::size_t kMaxText = 256;
+inline constexpr std::size_t kMagicAt = 0, kVersionAt = 8, kSizeAt = 12, kPidAt = 16, kSequenceAt = 24,
+                             kStepAt = 32, kSamplesAt = 40, kTimestampAt = 48, kTextLengthAt = 56, kTextAt = 64;
+}  // namespace progress_layout
+
+/// One consistent view of a progress file.
+struct ProgressRecord {
+  std::uint64_t generation = 0;   ///< changes published so far (sequence / 2)
+  std::int64_t step = 0;
+  std::int64_t samples = 0;
+  std::int64_t timestamp_ns = 0;  ///< the writer's CLOCK_MONOTONIC_COARSE at its last change
+  std::int32_t pid = 0;           ///< the writer
+  std::string text;
+};
+
+enum class ProgressRead {
+  ok,
+  unpublished,  ///< a file of this format with nothing published yet
+  refused,      ///< not a version-1 progress file (magic, version or size field)
+  busy,         ///< a write was in progress on every try
+};
+
+/// Test hook: called between the two looks at the sequence (after the fields were loaded).
+using BetweenLooks = void (*)(void* context);
+
+/// Reads `memory` (kFileSize bytes laid out as the contract says) with at most `tries` looks.
+/// Pure but for the loads; `between` lets a test change the fields in the middle of a read.
+ProgressRead read_progress(const unsigned char* memory, int tries, ProgressRecord& record,
+                           BetweenLooks between = nullptr, void* context = nullptr);
+
+/// One worker's progress file, mapped read-only.
+class ProgressFile {
+ public:
+  static constexpr int kTries = 64;
+
+  /// Maps `path` read-only; nothing when it does not exist yet or is shorter than the layout (the
+  /// worker has not created it yet): try again at the next sample. `why` says why not.
+  static std::unique_ptr<ProgressFile> open(const std::string& path, std::string* why = nullptr);
+  ~ProgressFile();
+  ProgressFile(const ProgressFile&) = delete;
+  ProgressFile& operator=(const ProgressFile&) = delete;
+
+  /// A snapshot into `record` when the result is ok. A file cut shorter since it was mapped (which
+  /// would fault on access) reads as refused.
+  ProgressRead read(ProgressRecord& record) const;
+
+ private:
+  ProgressFile(UniqueFd fd, const unsigned char* memory) : fd_(std::move(fd)), memory_(memory) {}
+  UniqueFd fd_;  ///< kept to check the size before each read
+  const unsigned char* memory_;
+};
+
+}  // namespace ddprun::launcher

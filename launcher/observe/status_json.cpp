@@ -1,0 +1,153 @@
+#include "launcher/observe/status_json.hpp"
+
+namespace ddprun::launcher {
+
+using nlohmann::json;
+
+namespace {
+
+/// `json[key]` as T when present, else `fallback`: fields added later read as their default.
+template <typename T>
+T field(const json& object, const char* key, T fallback = T{}) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return fallback;
+  return it->get<T>();
+}
+
+/// `object` itself, checked to be an object: a status of another shape is an error, not zeros.
+const json& object_of(const json& object) {
+  (void)object.get_ref<const json::object_t&>();  // throws type_error when it is not an object
+  return object;
+}
+
+/// The array `object[key]`, empty when absent; throws type_error when it is something else.
+json::array_t items(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return {};
+  return it->get<json::array_t>();
+}
+
+json to_json(const ProgressSample& progress) {
+  return {{"step", progress.step},
+          {"samples", progress.samples},
+          {"text", progress.text},
+          {"age_seconds", progress.age_seconds},
+          {"steps_per_second", progress.steps_per_second},
+          {"samples_per_second", progress.samples_per_second}};
+}
+
+ProgressSample progress_from_json(const json& object) {
+  object_of(object);
+  ProgressSample progress;
+  progress.step = field<std::int64_t>(object, "step");
+  progress.samples = field<std::int64_t>(object, "samples");
+  progress.text = field<std::string>(object, "text");
+  progress.age_seconds = field<double>(object, "age_seconds");
+  progress.steps_per_second = field<double>(object, "steps_per_second");
+  progress.samples_per_second = field<double>(object, "samples_per_second");
+  return progress;
+}
+
+}  // namespace
+
+json to_json(const RankStatus& rank) {
+  json object = {{"rank", rank.rank},
+                 {"local_rank", rank.local_rank},
+                 {"pid", rank.pid},
+                 {"state", rank_state_name(rank.state)},
+                 {"exitcode", rank.exitcode},
+                 {"cpu_percent", rank.cpu_percent},
+                 {"cpu_seconds", rank.cpu_seconds},
+                 {"rss_bytes", rank.rss_bytes},
+                 {"output_age_seconds", rank.output_age_seconds},
+                 {"straggler", rank.straggler}};
+  object["progress"] = rank.progress ? to_json(*rank.progress) : json(nullptr);
+  return object;
+}
+
+json to_json(const NodeStatus& node) {
+  json ranks = json::array();
+  for (const auto& rank : node.ranks) ranks.push_back(to_json(rank));
+  return {{"node_rank", node.node_rank}, {"host", node.host},         {"attempt", node.attempt},
+          {"restarts", node.restarts},   {"hangs", node.hangs},       {"sampled_at", node.sampled_at},
+          {"ranks", std::move(ranks)}};
+}
+
+json to_json(const JobStatus& job) {
+  json nodes = json::array();
+  for (const auto& node : job.nodes) nodes.push_back(to_json(node));
+  return {{"run_id", job.run_id}, {"world_size", job.world_size}, {"nodes", std::move(nodes)}};
+}
+
+json to_json(const RankStacks& stacks) {
+  json threads = json::array();
+  for (const auto& thread : stacks.threads) {
+    json frames = json::array();
+    for (const auto& frame : thread.frames) frames.push_back({{"function", frame.function}, {"location", frame.location}});
+    threads.push_back({{"name", thread.name}, {"python", thread.python}, {"frames", std::move(frames)}});
+  }
+  return {{"rank", stacks.rank}, {"node_rank", stacks.node_rank}, {"pid", stacks.pid},
+          {"error", stacks.error}, {"file", stacks.file},          {"threads", std::move(threads)}};
+}
+
+RankStatus rank_status_from_json(const json& object) {
+  object_of(object);
+  RankStatus rank;
+  rank.rank = field<int>(object, "rank");
+  rank.local_rank = field<int>(object, "local_rank");
+  rank.pid = field<pid_t>(object, "pid");
+  rank.state = parse_rank_state(field<std::string>(object, "state", "starting")).value_or(RankState::starting);
+  rank.exitcode = field<int>(object, "exitcode");
+  rank.cpu_percent = field<double>(object, "cpu_percent");
+  rank.cpu_seconds = field<double>(object, "cpu_seconds");
+  rank.rss_bytes = field<std::uint64_t>(object, "rss_bytes");
+  rank.output_age_seconds = field<double>(object, "output_age_seconds", -1);
+  rank.straggler = field<bool>(object, "straggler");
+  auto progress = object.find("progress");
+  if (progress != object.end() && progress->is_object()) rank.progress = progress_from_json(*progress);
+  return rank;
+}
+
+NodeStatus node_status_from_json(const json& object) {
+  object_of(object);
+  NodeStatus node;
+  node.node_rank = field<int>(object, "node_rank");
+  node.host = field<std::string>(object, "host");
+  node.attempt = field<int>(object, "attempt");
+  node.restarts = field<int>(object, "restarts");
+  node.hangs = field<int>(object, "hangs");
+  node.sampled_at = field<double>(object, "sampled_at");
+  for (const auto& rank : items(object, "ranks")) node.ranks.push_back(rank_status_from_json(rank));
+  return node;
+}
+
+JobStatus job_status_from_json(const json& object) {
+  object_of(object);
+  JobStatus job;
+  job.run_id = field<std::string>(object, "run_id");
+  job.world_size = field<int>(object, "world_size");
+  for (const auto& node : items(object, "nodes")) job.nodes.push_back(node_status_from_json(node));
+  return job;
+}
+
+RankStacks rank_stacks_from_json(const json& object) {
+  object_of(object);
+  RankStacks stacks;
+  stacks.rank = field<int>(object, "rank");
+  stacks.node_rank = field<int>(object, "node_rank");
+  stacks.pid = field<pid_t>(object, "pid");
+  stacks.error = field<std::string>(object, "error");
+  stacks.file = field<std::string>(object, "file");
+  for (const auto& thread : items(object, "threads")) {
+    ThreadStack stack;
+    stack.name = field<std::string>(thread, "name");
+    stack.python = field<bool>(thread, "python");
+    for (const auto& frame : items(thread, "frames")) {
+      stack.frames.push_back({field<std::string>(frame, "function"), field<std::string>(frame, "location")});
+    }
+    stacks.threads.push_back(std::move(stack));
+  }
+  return stacks;
+}
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,104 @@
+#pragma once
+/// StatusMonitor: about once a second, on the agent's loop, what each worker of this node is doing,
+/// as a NodeStatus (job_status.hpp) handed to one callback (the Agent's on_status_sample, which
+/// passes it on to the console's status block, the hang rule, the status endpoint).
+///
+/// Per rank: its state (from the worker group), CPU % and RSS of its whole process tree
+/// (proc_sample.hpp), seconds since its last complete output line, and what it reports on its
+/// progress channel (progress_reader.hpp): step, samples, text, their rates over a window
+/// (rate_window.hpp), and whether it straggles (straggler_rule.hpp).
+///
+/// Nothing here blocks or sleeps: a sample is a few /proc reads per process of the job and a look
+/// at each mapped progress file; no thread, one steady_timer. A sample of 8 simple workers costs
+/// tens of microseconds.
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "launcher/observe/job_status.hpp"
+#include "launcher/observe/proc_sample.hpp"
+#include "launcher/observe/progress_reader.hpp"
+#include "launcher/observe/rate_window.hpp"
+#include "launcher/observe/straggler_rule.hpp"
+#include "launcher/base/worker_view.hpp"
+
+namespace ddprun::launcher {
+
+struct StatusMonitorSettings {
+  std::chrono::milliseconds interval{1000};
+  double rate_window_seconds = 10;  ///< rates (and so the straggler rule) over this many seconds
+  StragglerSettings straggler;
+  std::string proc_root = "/proc";
+};
+
+/// One attempt's workers, as the agent starts them.
+struct StatusAttempt {
+  int attempt = 0;      ///< the log folder's attempt_<n>
+  int restarts = 0;     ///< restarts so far
+  int rank_base = 0;    ///< global rank of local rank 0
+  int node_rank = 0;
+  std::string host;
+  int local_world_size = 0;  ///< workers of this node
+};
+
+class StatusMonitor {
+ public:
+  /// Fills its argument with the current attempt's started workers (WorkerGroup::describe); may
+  /// leave it empty (between attempts).
+  using WorkerSource = std::function<void(std::vector<WorkerView>&)>;
+  using SampleHandler = std::function<void(const NodeStatus&)>;
+
+  StatusMonitor(boost::asio::io_context& io, StatusMonitorSettings settings, WorkerSource workers,
+                SampleHandler on_sample);
+  ~StatusMonitor();
+  StatusMonitor(const StatusMonitor&) = delete;
+  StatusMonitor& operator=(const StatusMonitor&) = delete;
+
+  /// A new attempt: ranks start over (no rates, no stragglers), and sampling starts if it had not.
+  void begin_attempt(StatusAttempt attempt);
+  /// A worker of this attempt exited (known at once, while its group may be gone by the next sample).
+  void worker_exited(int local_rank, int exitcode, bool stopped_by_us);
+  /// No more samples (the job ends).
+  void stop();
+  /// Samples now and hands the sample on (the timer does this each interval).
+  void sample_now();
+  /// The last sample.
+  const NodeStatus& latest() const { return latest_; }
+  int hangs() const { return latest_.hangs; }
+  /// The hang watch counts its detections here, so that every sample carries them.
+  void count_hang() { ++latest_.hangs; }
+  /// Multi-node: the step rates of the job's ranks on other nodes, as their agents last published
+  /// them; the straggler rule's line is then the job's median (straggler_rule.hpp). Empty = this
+  /// node's ranks alone (one node, or no board).
+  void set_peer_rates(std::vector<double> rates) { peer_rates_ = std::move(rates); }
+  /// The median step rate the last sample judged stragglers against (0 when it could judge none).
+  double straggler_median() const { return stragglers_.median(); }
+  /// Whether that median took in other nodes' ranks.
+  bool straggler_median_is_jobs() const { return !peer_rates_.empty(); }
+
+ private:
+  struct Rank;
+  void schedule();
+  void sample_rank(Rank& rank, const WorkerView* view, std::chrono::steady_clock::time_point now,
+                   std::int64_t now_ns);
+
+  boost::asio::io_context& io_;
+  StatusMonitorSettings settings_;
+  WorkerSource workers_;
+  SampleHandler on_sample_;
+  boost::asio::steady_timer timer_;
+  bool running_ = false;
+  long clock_ticks_;
+  StatusAttempt attempt_;
+  std::vector<std::unique_ptr<Rank>> ranks_;  ///< by local rank
+  std::vector<WorkerView> views_;             ///< reused each sample
+  StragglerRule stragglers_;
+  std::vector<double> peer_rates_;
+  NodeStatus latest_;
+};
+
+}  // namespace ddprun::launcher

@@ -1,0 +1,40 @@
+#pragma once
+/// How the console shows a node's status: the block at the bottom of a terminal (a title, a column
+/// header, a line per rank) and the one-line summary for a console that is not a terminal
+/// (`--status-interval`). Pure: NodeStatus in, text out; the console writer draws it.
+///
+///   ddprun status, attempt 0: 4 ranks, 3 running, 1 straggler; 38.4k samples/s
+///   rank state         step  samples/s  cpu%     rss   out  text
+///      0 running       1204       9.6k   99%   12.3M    0s  epoch 1 loss 0.31
+///      3 straggler      602       4.8k   51%   12.3M    1s  epoch 1 loss 0.33
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "launcher/observe/job_status.hpp"
+
+namespace ddprun::launcher {
+
+/// A count for a narrow column: "950", "9.6k", "96k", "1.2M", "-" for a negative value.
+std::string format_count(double value);
+/// Bytes in binary units: "512B", "12.3M", "1.2G".
+std::string format_bytes(std::uint64_t bytes);
+/// An age: "0s", "59s", "12m", "3h"; "-" for a negative one (none).
+std::string format_age(double seconds);
+/// The state word the block shows: rank_state_name, but "straggler" for a running straggler.
+std::string shown_state(const RankStatus& rank);
+
+/// The status block for a terminal `columns` wide, at most `max_rows` lines (3 at least: the title,
+/// the header and a line). When the ranks do not fit, the ranks worth seeing first (failed,
+/// stopped, stragglers, then the lowest ranks) are shown in rank order and a last line says how
+/// many more there are. Lines are cut to `columns - 1` columns (no wrap in the last column);
+/// `color` adds SGR colours (the title bold, failed red, stragglers yellow).
+std::vector<std::string> render_status_block(const NodeStatus& node, std::size_t columns, std::size_t max_rows, bool color);
+
+/// One compact line (no newline, no colour) for logs: the states, each rank's step (min, median
+/// and max past 16 ranks), the node's samples/s, CPU and RSS, and the stragglers:
+///   status: 4 running; step 0:1204 1:1199 2:1210 3:602; 38.4k samples/s; cpu 396%; rss 49.2M; stragglers: 3
+std::string render_status_line(const NodeStatus& node);
+
+}  // namespace ddprun::launcher
