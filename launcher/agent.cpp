@@ -11,25 +11,26 @@
 #include <utility>
 
 #include "launcher/agent_support.hpp"
-#include "launcher/observe/capture_queue.hpp"
 #include "launcher/output/console.hpp"
 #include "launcher/workers/elf_needed.hpp"
 #include "launcher/report/error_file.hpp"
 #include "launcher/base/errors.hpp"
-#include "launcher/observe/event_log.hpp"
 #include "launcher/report/failure_rule.hpp"
 #include "launcher/forward_rule.hpp"
 #include "launcher/workers/guardian.hpp"
-#include "launcher/observe/hang_rule.hpp"
 #include "launcher/workers/job_cgroup.hpp"
 #include "launcher/devices/numa_plan.hpp"
 #include "launcher/output_plan.hpp"
 #include "launcher/workers/reaper.hpp"
 #include "launcher/fleet/session_watch.hpp"
 #include "launcher/base/signal_names.hpp"
-#include "launcher/observe/stack_capture.hpp"
-#include "launcher/observe/status_endpoint.hpp"
-#include "launcher/observe/status_monitor.hpp"
+#include "launcher/observe/board_link.hpp"
+#include "launcher/observe/event_recorder.hpp"
+#include "launcher/observe/hang_summary.hpp"
+#include "launcher/observe/hang_watch.hpp"
+#include "launcher/observe/node_stacks.hpp"
+#include "launcher/observe/status_service.hpp"
+#include "launcher/observe/status_watch.hpp"
 #include "launcher/terminal/stdin_forwarder.hpp"
 #include "launcher/terminal/terminal_window.hpp"
 #include "launcher/cli/verbose.hpp"
@@ -106,7 +107,7 @@ void Agent::perform(const SupervisorAction& action) {
     void operator()(const action::PrintFailureSummary&) const { a.print_failure_summary(); }
     void operator()(const action::Finish& f) const { a.finish(f.impatient); }  // run() returns state_.exit_status
     void operator()(const action::StopLoop&) const { a.io_.stop(); }
-    void operator()(const action::CaptureStacks&) const { a.capture_stacks(); }
+    void operator()(const action::CaptureStacks&) const { a.hang_->capture(); }
   };
   std::visit(Performer{*this}, action);
 }
@@ -120,7 +121,18 @@ int Agent::run() {
   plan_.env[kGuardianMarkVariable] = marker;
   guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
   console_.emplace(io_);
-  open_event_log();
+  JobFacts facts;
+  facts.run_id = config.rdzv_id;
+  facts.host = plan_.hostname;
+  facts.nproc_per_node = config.topology.nproc_per_node;
+  facts.min_nodes = config.topology.min_nodes;
+  facts.max_nodes = config.topology.max_nodes;
+  facts.max_restarts = config.max_restarts;
+  facts.command = plan_.command.argv;
+  facts.multi_node = config.topology.multi_node;
+  if (config.rendezvous.is_static) facts.static_node_rank = config.topology.node_rank;
+  events_ = std::make_unique<EventRecorder>(io_, std::move(facts), place_, [](const std::string& line) { print_line(line); });
+  events_->open_log(config.events_file);  // before anything starts: an unusable file fails the job at once
   set_up_terminals();
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
@@ -139,7 +151,18 @@ int Agent::run() {
   forwarded_signals_.emplace(io_, caught, [this](const SignalOrigin& origin) { on_forwarded_signal(origin); });
   wait_child_exits();
   wait_stop_signals();
-  start_status();
+  StatusWatchSettings status;
+  status.block = config.status != StatusMode::off;
+  status.block_insisted = config.status == StatusMode::on;
+  status.color = use_color(plan_.env, console_->out().fd());
+  status.interval_s = config.status_interval_s;
+  status.samples_wanted = config.hang_timeout_s > 0 || config.status_port.has_value();
+  status.host = plan_.hostname;
+  status.nproc_per_node = config.topology.nproc_per_node;
+  status_ = std::make_unique<StatusWatch>(io_, console_->out(), std::move(status), place_, *events_,
+                                          [this](std::vector<WorkerView>& workers) {
+                                            if (group_) group_->describe(workers);
+                                          });
   // Started over ssh by a launching ddprun (--hostfile): its session ending stops the job as SIGHUP does.
   auto session = watch_session(io_, plan_.env, [this](const std::string& why) {
     print_line(why);
@@ -154,14 +177,14 @@ int Agent::run() {
     start_store();
   }
   logs_.emplace(config.log_dir, config.rdzv_id);
-  start_status_endpoint();
+  start_observers();
   if (config.verbose) print_launch_config();
 
   if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
   for (const auto& notice : config.notices) print_line("note: " + notice);
   if (config.numa_binding) plan_numa_binding();
 
-  record_job_started();
+  events_->job_started();
   try {
     dispatch(event::Started{});
     io_.run();
@@ -196,6 +219,40 @@ void Agent::clean_up() {
   console_.reset();  // ddprun's last lines (after run) are written directly
 }
 
+void Agent::start_observers() {
+  const LaunchConfig& config = plan_.config;
+  stacks_ = std::make_unique<NodeStacks>(io_, *logs_, place_);
+  board_ = std::make_unique<BoardLink>(io_, config.rendezvous.run_id, place_, *status_, *stacks_);
+  HangWatch::Callbacks on_hang;
+  on_hang.on_hang = [this](double idle, double timeout) { dispatch(event::HangDetected{idle, timeout}); };
+  on_hang.on_captured = [this] { dispatch(event::StacksCaptured{}); };
+  hang_ = std::make_unique<HangWatch>(HangWatchSettings{config.hang_timeout_s, config.hang_action, plan_.hostname}, place_,
+                                      *logs_, *events_, *status_, *stacks_, *board_, std::move(on_hang));
+  status_->add_listener([this](const NodeStatus& node) { hang_->on_sample(node); });
+  status_->add_listener([this](const NodeStatus& node) { board_->on_sample(node); });
+  StatusServiceSettings service;
+  service.run_id = config.rdzv_id;
+  service.host = plan_.hostname;
+  service.command = run_command_line(config.program, config.program_args);
+  service.token = config.store_token;
+  service.status_host = config.status_host;
+  service.status_port = config.status_port;
+  endpoint_ = std::make_unique<StatusService>(io_, std::move(service), plan_.env, *logs_, place_, *status_, *events_,
+                                              *stacks_, *board_);
+  endpoint_->start();
+}
+
+void Agent::print_failure_summary() {
+  if (!failures_.empty() || state_.hang.empty()) write_stderr(format_failure_summary(plan_.config.program, failures_));
+  if (state_.hang.empty()) return;
+  HangReport report;
+  report.program = plan_.config.program;
+  report.hang = state_.hang;
+  report.action = state_.hang_action;
+  hang_->fill(report);
+  write_stderr(format_hang_summary(report));
+}
+
 void Agent::start_store() {
   const LaunchConfig& config = plan_.config;
   master_addr_ = config.standalone ? "127.0.0.1" : config.master_addr;
@@ -203,7 +260,7 @@ void Agent::start_store() {
   // the port is held from now until the job ends, with no release-and-rebind race.
   PortReservation reservation(io_, master_addr_, config.standalone ? 0 : config.master_port);
   master_port_number_ = reservation.port();
-  world_size_ = config.topology.nproc_per_node;  // one node: ranks 0..nproc-1
+  place_.world_size = config.topology.nproc_per_node;  // one node: ranks 0..nproc-1
   rendezvous::StoreServerOptions options;
   options.host = master_addr_;
   options.port = master_port_number_;
@@ -238,17 +295,17 @@ std::vector<WorkerSpec> Agent::worker_specs() const {
   for (int local_rank = 0; local_rank < config.topology.nproc_per_node; ++local_rank) {
     WorkerSpec spec;
     spec.local_rank = local_rank;
-    spec.rank = rank_base_ + local_rank;
+    spec.rank = place_.rank_base + local_rank;
     spec.local_world_size = config.topology.nproc_per_node;
-    spec.world_size = world_size_;
-    spec.group_rank = group_rank_;
-    spec.group_world_size = group_world_size_;
+    spec.world_size = place_.world_size;
+    spec.group_rank = place_.group_rank;
+    spec.group_world_size = place_.group_world_size;
     spec.role = config.role;
     spec.role_rank = spec.rank;
     spec.role_world_size = spec.world_size;
     spec.master_addr = master_addr_;
     spec.master_port = master_port_number_;
-    spec.restart_count = attempt_is_round_ ? attempt_ : state_.restart_count;
+    spec.restart_count = attempt_is_round_ ? place_.attempt : state_.restart_count;
     spec.max_restarts = config.max_restarts;
     spec.run_id = config.rdzv_id;
     spec.use_agent_store = true;
@@ -272,7 +329,7 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
   const std::string& tmpl =
       config.log_line_prefix_template.empty() ? std::string(kDefaultPrefixTemplate) : config.log_line_prefix_template;
   auto route = [&](const StreamPlan& stream, ConsoleWriter& console, const char* file_name) {
-    std::string prefix = expand_prefix(tmpl, config.role, rank_base_ + local_rank, local_rank, plan_.hostname);
+    std::string prefix = expand_prefix(tmpl, config.role, place_.rank_base + local_rank, local_rank, plan_.hostname);
     if (use_color(plan_.env, console.fd())) prefix = colorize(prefix, local_rank);
     StreamRoute r;
     if (stream.to_console) {
@@ -294,9 +351,9 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
   auto filter = [&](StreamRoute& r, const StreamPlan& stream, int fd, const std::vector<std::string>& filters, const char* name) {
     if (!stream.to_filtered_file || fd < 0) return;
     r.filtered_fd = fd;
-    r.filtered_path = (logs_->attempt_dir(attempt_) / name).string();
+    r.filtered_path = (logs_->attempt_dir(place_.attempt) / name).string();
     r.filters = filters;
-    r.filtered_prefix = expand_prefix(tmpl, config.role, rank_base_ + local_rank, local_rank, plan_.hostname);
+    r.filtered_prefix = expand_prefix(tmpl, config.role, place_.rank_base + local_rank, local_rank, plan_.hostname);
   };
   filter(routes.out, output.out, filtered_stdout_fd_, config.duplicate_stdout_filters, "filtered_stdout.log");
   filter(routes.err, output.err, filtered_stderr_fd_, config.duplicate_stderr_filters, "filtered_stderr.log");
@@ -304,8 +361,11 @@ WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir
 }
 
 void Agent::start_attempt() {
-  if (!plan_.config.topology.multi_node) attempt_ = state_.restart_count;
-  record_restart();
+  if (!plan_.config.topology.multi_node) place_.attempt = state_.restart_count;
+  place_.restarts = state_.restart_count;
+  std::optional<std::pair<int, int>> first_failure;  // the last attempt's, before they are cleared
+  if (!failures_.empty()) first_failure = {failures_.front().rank, failures_.front().exitcode};
+  events_->group_starting(first_failure);
   failures_.clear();
   attempt_log_files_.clear();
   error_files_.clear();
@@ -320,12 +380,13 @@ void Agent::start_attempt() {
   oom_kills_seen_ = oom_.read_kills();
   WorkerGroupHandlers handlers;
   handlers.on_exit = [this](const WorkerExit& exit) {
-    status_worker_exited(exit);
+    status_->worker_exited(exit.local_rank, exit.exitcode, exit.stop_signal_sent != 0 || exit.kill_sent);
     on_worker_exit(exit);
   };
   handlers.on_done = [this] {
     // The group's own handler is on the stack: let it go once this event is over.
     asio::post(io_, [retired = std::move(group_)] {});
+    status_->attempt_ended();
     attempt_log_files_.clear();
     dispatch(event::GroupDone{});
   };
@@ -333,7 +394,7 @@ void Agent::start_attempt() {
   handlers.on_log_error = [this](const LogWriteError& error) { on_log_error(error); };
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
-    if (local_rank_starting_) record_worker_started(*std::exchange(local_rank_starting_, std::nullopt), pgid);
+    if (local_rank_starting_) events_->worker_started(*std::exchange(local_rank_starting_, std::nullopt), pgid);
     if (being_started_) {  // -v: the worker just prepared is the one started (WorkerGroup::spawn_batch)
       print_line(describe_worker_start(being_started_->local_rank, being_started_->rank, pgid, being_started_->argv));
       being_started_.reset();
@@ -350,19 +411,23 @@ void Agent::start_attempt() {
   spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
   spawn_settings.window = terminal_window();
   group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), plan_.env, spawn_settings);
-  status_attempt_started();
+  status_->attempt_started();
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
   if (plan_.config.verbose) {
-    print_line(describe_attempt_start(attempt_, state_.restart_count, plan_.config.max_restarts, static_cast<int>(count)));
+    print_line(describe_attempt_start(place_.attempt, state_.restart_count, plan_.config.max_restarts, static_cast<int>(count)));
   }
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}};
-    auto dir = logs_->worker_dir(attempt_, worker.spec.local_rank);
+    auto dir = logs_->worker_dir(place_.attempt, worker.spec.local_rank);
     worker.spec.error_file = (dir / "error.json").string();
     worker.spec.progress_file = (dir / "progress").string();
-    add_python_hooks(worker.spec, dir);
+    if (auto hooks = stacks_->python_hooks(dir)) {
+      worker.spec.python_dir = hooks->python_dir;
+      worker.spec.python_stacks_file = hooks->python_stacks_file;
+      worker.spec.stacks_signal = hooks->stacks_signal;
+    }
     error_files_.at(i) = worker.spec.error_file;
     local_rank_starting_ = worker.spec.local_rank;
     worker.routes = open_routes(worker.spec.local_rank, dir);
@@ -378,7 +443,7 @@ void Agent::open_filtered_files() {
   filtered_stdout_fd_ = filtered_stderr_fd_ = -1;
   auto open = [&](const std::vector<std::string>& filters, const char* name) {
     if (filters.empty()) return -1;
-    attempt_log_files_.push_back(open_log_file(logs_->attempt_dir(attempt_) / name));
+    attempt_log_files_.push_back(open_log_file(logs_->attempt_dir(place_.attempt) / name));
     return attempt_log_files_.back().get();
   };
   filtered_stdout_fd_ = open(config.duplicate_stdout_filters, "filtered_stdout.log");
@@ -413,14 +478,15 @@ void Agent::wait_child_exits() {
 void Agent::on_worker_exit(const WorkerExit& exit) {
   if (guardian_) guardian_->forget(exit.pid);
   if (stdin_) stdin_->remove_target(exit.pid);
-  record_worker_exited(exit);
-  dispatch(event::WorkerExited{exit, rank_base_ + exit.local_rank});
+  events_->worker_exited({exit.local_rank, exit.pid, exit.exitcode, exit.stop_signal_sent,
+                          failed_on_its_own(exit.exitcode, exit.stop_signal_sent, exit.kill_sent)});
+  dispatch(event::WorkerExited{exit, place_.rank_base + exit.local_rank});
 }
 
 WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
   WorkerFailure failure;
   failure.local_rank = exit.local_rank;
-  failure.rank = rank_base_ + exit.local_rank;
+  failure.rank = place_.rank_base + exit.local_rank;
   failure.exitcode = exit.exitcode;
   failure.pid = exit.pid;
   failure.time = exit.time;
@@ -472,20 +538,20 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
 }
 
 void Agent::finish(bool impatient) {
-  record_job_finished();
+  events_->job_finished(state_.exit_status, state_.restart_count);
   if (!log_errors_.empty()) {
     const LogWriteError& first = log_errors_.front();
     print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +
                ": " + first.reason + "); their lines after the failure were shown on the console");
   }
-  end_status();  // the block off the terminal, so that the last lines end the screen
+  board_->close();  // its store connection too: the store's host waits for its clients to leave
+  status_->end();   // the block off the terminal, so that the last lines end the screen
   // The last lines (a summary, the workers' last output) go out before ddprun exits, as all of
   // them do: a paused pager gets them when it resumes. The wait never blocks the loop, so a signal
   // ends it: then the user wants ddprun gone, and a stalled console gets a moment only.
   console_->when_drained([this] {
     // The job's last events reach a slow reader of --events too, if it takes them soon.
-    if (!event_log_) return io_.stop();
-    event_log_->when_drained([this] { io_.stop(); }, std::chrono::seconds(2));
+    events_->when_drained([this] { io_.stop(); }, std::chrono::seconds(2));
   });
   if (impatient) give_up_on_a_stalled_console();
 }

@@ -8,6 +8,8 @@
 
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
+#include "launcher/observe/board_link.hpp"
+#include "launcher/observe/event_recorder.hpp"
 #include "launcher/base/errors.hpp"
 #include "rendezvous/node_membership.hpp"
 #include "rendezvous/error.hpp"
@@ -109,7 +111,7 @@ void Agent::start_rendezvous() {
   rendezvous::NodeMembership::Events events;
   events.on_round = [this](const RoundDecision& decision) { dispatch(event::RoundFormed{decision}); };
   events.on_round_end = [this](int round, const RoundEnd& end) {
-    record_round_end(end);
+    events_->round_ended(end, state_.node_id);
     dispatch(event::RoundEnded{round, end});
   };
   events.on_error = [this](const std::string& message, bool told_to_every_node) {
@@ -153,23 +155,23 @@ void Agent::begin_join() {
 }
 
 void Agent::enter_round(const RoundDecision& decision) {
-  group_rank_ = decision.group_rank_of(state_.node_id);
-  group_world_size_ = static_cast<int>(decision.nodes.size());
-  rank_base_ = decision.rank_base(group_rank_);
-  world_size_ = decision.world_size();
-  attempt_ = decision.round;
+  place_.group_rank = decision.group_rank_of(state_.node_id);
+  place_.group_world_size = static_cast<int>(decision.nodes.size());
+  place_.rank_base = decision.rank_base(place_.group_rank);
+  place_.world_size = decision.world_size();
+  place_.attempt = decision.round;
   const NodeInfo& node0 = decision.nodes.front();
   master_addr_ = node0.addr;
   master_port_number_ = node0.store_port;
   attempt_is_round_ = plan_.config.rendezvous.agent_worker_store;
   if (attempt_is_round_) {
     // torchrun's static job: MASTER_ADDR:MASTER_PORT = --master-addr:--master-port, the agent store.
-    // PyTorch's env:// puts each attempt's keys under "/worker/attempt_<TORCHELASTIC_RESTART_COUNT>"
+    // PyTorch's env:// puts each attempt's keys under "/worker/place_.attempt<TORCHELASTIC_RESTART_COUNT>"
     // (ddprun::runtime does too): the round, not the restart count, numbers the attempt, since a
     // round after a lost or replaced node uses no restart and must not see the old round's keys.
     master_addr_ = plan_.config.master_addr;
     master_port_number_ = plan_.config.master_port;
-  } else if (group_rank_ == 0) {
+  } else if (place_.group_rank == 0) {
     StoreServerOptions options;
     options.host = bind_host_;
     options.port = next_worker_store_->port();
@@ -184,29 +186,22 @@ void Agent::enter_round(const RoundDecision& decision) {
   }
   next_worker_store_.reset();
   membership_->watch(decision);
-  event_node_rank_ = group_rank_;
-  record_event({.kind = JobEventKind::round_formed,
-                .detail = {{"round", decision.round},
-                           {"nodes", group_world_size_},
-                           {"world_size", world_size_},
-                           {"restart_count", decision.restart_count},
-                           {"group_rank", group_rank_}}});
-  record_round_events(decision);
-  open_board(decision);
+  events_->round_formed(decision);
+  board_->open(decision.round, static_cast<int>(decision.nodes.size()), membership_->stores());
   const int restart_count = decision.restart_count;
-  print_line("round " + std::to_string(decision.round) + ": " + std::to_string(group_world_size_) +
-             " node(s), world size " + std::to_string(world_size_) + "; this node is group rank " +
-             std::to_string(group_rank_) + " with ranks " + std::to_string(rank_base_) + "-" +
-             std::to_string(rank_base_ + plan_.config.topology.nproc_per_node - 1) +
+  print_line("round " + std::to_string(decision.round) + ": " + std::to_string(place_.group_world_size) +
+             " node(s), world size " + std::to_string(place_.world_size) + "; this node is group rank " +
+             std::to_string(place_.group_rank) + " with ranks " + std::to_string(place_.rank_base) + "-" +
+             std::to_string(place_.rank_base + plan_.config.topology.nproc_per_node - 1) +
              (restart_count > 0 ? ", restart " + std::to_string(restart_count) : std::string()));
   if (plan_.config.verbose) {
-    print_line(describe_round_result(decision.round, group_world_size_, group_rank_, world_size_,
+    print_line(describe_round_result(decision.round, place_.group_world_size, place_.group_rank, place_.world_size,
                                      format_endpoint(master_addr_, master_port_number_)));
   }
 }
 
 void Agent::close_round() {
-  close_board();
+  board_->close();
   if (worker_store_) {
     worker_store_->stop();
     worker_store_.reset();
@@ -215,7 +210,7 @@ void Agent::close_round() {
   // but a job of many rounds should not keep every round's. This node's workers are gone, and no
   // worker of the next round can start before this node joins it (a static round needs every node).
   if (store_ && plan_.config.rendezvous.agent_worker_store) store_->erase_all_but(kRendezvousKeys);
-  previous_rank_ = group_rank_;
+  previous_rank_ = place_.group_rank;
 }
 
 void Agent::leave(RoundEnd end) {
