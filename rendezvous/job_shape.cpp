@@ -33,7 +33,7 @@ struct Flag {
 };
 
 const Flag kFlags[] = {
-    {"--rdzv-backend", [](const JobShape& s) { return std::string("--rdzv-backend=") + (s.is_static ? "static" : "c10d"); }},
+    {"--rdzv-backend", [](const JobShape& s) { return "--rdzv-backend=" + std::string(backend_name(s.backend)); }},
     {"--nnodes", nnodes_flag},
     {"--max-restarts", [](const JobShape& s) { return "--max-restarts=" + std::to_string(s.max_restarts); }},
     {"--worker-store", [](const JobShape& s) { return std::string("--worker-store=") + (s.agent_worker_store ? "agent" : "fresh"); }},
@@ -53,7 +53,7 @@ std::string listed(const std::vector<std::string>& items) {
 
 JobShape job_shape_of(const RendezvousSettings& settings, const NodeInfo& by) {
   JobShape shape;
-  shape.is_static = settings.is_static;
+  shape.backend = settings.is_static ? RdzvBackend::static_ : RdzvBackend::c10d;
   shape.min_nodes = settings.min_nodes;
   shape.max_nodes = settings.max_nodes;
   shape.max_restarts = settings.max_restarts;
@@ -65,7 +65,7 @@ JobShape job_shape_of(const RendezvousSettings& settings, const NodeInfo& by) {
 }
 
 std::string encode_job_shape(const JobShape& shape) {
-  return json{{"backend", shape.is_static ? "static" : "c10d"},
+  return json{{"backend", std::string(backend_name(shape.backend))},
               {"min_nodes", shape.min_nodes},
               {"max_nodes", shape.max_nodes},
               {"max_restarts", shape.max_restarts},
@@ -80,9 +80,10 @@ JobShape decode_job_shape(std::string_view text) {
   try {
     json j = json::parse(text);
     JobShape shape;
-    std::string backend = j.at("backend").get<std::string>();
-    if (backend != "static" && backend != "c10d") throw std::invalid_argument("unknown backend \"" + backend + "\"");
-    shape.is_static = backend == "static";
+    const std::string backend = j.at("backend").get<std::string>();
+    const auto named = backend_named(backend);
+    if (!named || *named == RdzvBackend::etcd_v3) throw std::invalid_argument("unknown backend \"" + backend + "\"");
+    shape.backend = *named;
     shape.min_nodes = j.at("min_nodes").get<int>();
     shape.max_nodes = j.at("max_nodes").get<int>();
     shape.max_restarts = j.at("max_restarts").get<int>();

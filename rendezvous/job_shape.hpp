@@ -6,13 +6,16 @@
 #include <string>
 #include <string_view>
 
+#include "rendezvous/rdzv_backend.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 #include "rendezvous/round_record.hpp"
 
 namespace ddprun::rendezvous {
 
 struct JobShape {
-  bool is_static = false;
+  /// static_ or c10d, the kind of rounds: etcd-v3 runs c10d's rounds and has always recorded itself
+  /// as c10d (its nodes meet in etcd, where no static or c10d node looks).
+  RdzvBackend backend = RdzvBackend::c10d;
   int min_nodes = 1;
   int max_nodes = 1;
   int max_restarts = 0;

@@ -63,7 +63,7 @@ Task<void> RoundProtocol::check_job(NodeInfo self) {
   const std::string mismatch = job_shape_mismatch(stands, mine);
   if (mismatch.empty()) co_return;
   // A static job cannot form without this node: the others would wait out the timeout for it.
-  if (stands.is_static) co_await fail_forming_round(stands, mismatch);
+  if (stands.backend == RdzvBackend::static_) co_await fail_forming_round(stands, mismatch);
   throw RendezvousError(mismatch);
 }
 

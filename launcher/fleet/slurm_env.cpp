@@ -9,6 +9,7 @@
 #include "launcher/cli/cli_values.hpp"
 #include "launcher/base/errors.hpp"
 #include "launcher/base/text.hpp"
+#include "rendezvous/rdzv_backend.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -182,7 +183,7 @@ std::vector<SlurmDefault> slurm_defaults(const SlurmStep& step, const GivenLooku
     check_facts(step, given);
     fill(Option::nnodes, std::to_string(step.nodes), step.nodes_from);
     auto backend = given(Option::rdzv_backend);
-    const bool is_static = !backend || backend->value == "static";
+    const bool is_static = !backend || rendezvous::backend_named(backend->value) == rendezvous::RdzvBackend::static_;
     if (is_static) {
       fill(Option::node_rank, std::to_string(step.node_id), "SLURM_NODEID=" + std::to_string(step.node_id));
       // One node keeps the loopback default: nothing needs to resolve the host's name.

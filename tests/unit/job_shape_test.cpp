@@ -14,7 +14,7 @@ namespace {
 
 JobShape shape(bool is_static, int min, int max, int max_restarts, std::string host, int static_rank) {
   JobShape s;
-  s.is_static = is_static;
+  s.backend = is_static ? RdzvBackend::static_ : RdzvBackend::c10d;
   s.min_nodes = min;
   s.max_nodes = max;
   s.max_restarts = max_restarts;
@@ -45,7 +45,7 @@ TEST(JobShape, OfSettingsTakesTheNodeAndTheRules) {
   node.addr = "10.0.0.7";
   node.static_rank = 1;
   JobShape s = job_shape_of(settings, node);
-  EXPECT_TRUE(s.is_static);
+  EXPECT_EQ(s.backend, RdzvBackend::static_);
   EXPECT_EQ(s.min_nodes, 3);
   EXPECT_EQ(s.max_nodes, 3);
   EXPECT_EQ(s.max_restarts, 2);
@@ -63,10 +63,24 @@ TEST(JobShape, RoundTrips) {
   }
 }
 
+TEST(JobShape, TheStoredBackendIsTheKindOfRounds) {
+  // What every ddprun has stored: "static", or "c10d" for any rounds (etcd-v3's included).
+  RendezvousSettings settings;
+  NodeInfo node;
+  for (bool is_static : {true, false}) {
+    settings.is_static = is_static;
+    const std::string text = encode_job_shape(job_shape_of(settings, node));
+    EXPECT_NE(text.find(is_static ? R"("backend":"static")" : R"("backend":"c10d")"), std::string::npos) << text;
+    EXPECT_EQ(decode_job_shape(text).backend, is_static ? RdzvBackend::static_ : RdzvBackend::c10d);
+  }
+}
+
 TEST(JobShape, WhatDdprunDidNotWriteIsRefused) {
-  // The plain text of an older ddprun, JSON without fields, impossible node counts.
+  // The plain text of an older ddprun, JSON without fields, impossible node counts; and etcd-v3,
+  // which records its rounds as c10d's and is never a shape's backend.
   for (const char* text : {"static --nnodes=2", "{}",
                            R"({"backend":"slurm","min_nodes":1,"max_nodes":1,"max_restarts":0,"host":"h","addr":"a","static_rank":0})",
+                           R"({"backend":"etcd-v3","min_nodes":1,"max_nodes":1,"max_restarts":0,"host":"h","addr":"a","static_rank":-1})",
                            R"({"backend":"c10d","min_nodes":3,"max_nodes":2,"max_restarts":0,"host":"h","addr":"a","static_rank":-1})"}) {
     try {
       decode_job_shape(text);
