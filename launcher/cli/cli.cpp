@@ -240,21 +240,19 @@ void fill_membership(LaunchConfig& config, const Settings& settings) {
     config.rdzv_id = random_run_id();
   } else {
     if (auto raw = settings.get(Option::rdzv_backend)) {
-      if (raw->value == "static") config.rdzv_backend = RdzvBackend::static_;
-      else if (raw->value == "c10d") config.rdzv_backend = RdzvBackend::c10d;
-      else if (raw->value == "etcd-v3") config.rdzv_backend = RdzvBackend::etcd_v3;
+      if (auto backend = rendezvous::backend_named(raw->value)) config.rdzv_backend = *backend;
       else if (raw->value == "etcd" || raw->value == "etcd-v2") {
         reject(*raw, "is torchrun's backend for etcd's v2 API, which etcd 3.4 turns off; ddprun's etcd-v3 speaks "
                      "etcd's v3 API with the same --rdzv-endpoint and --rdzv-conf keys");
       } else {
-        reject(*raw, "is not a rendezvous backend (static, c10d, etcd-v3)");
+        reject(*raw, "is not a rendezvous backend (" + rendezvous::backend_names() + ")");
       }
     }
     // Blank text (a template's "$UNSET " or PET_RDZV_ENDPOINT=" ") leaves it unset, as "--rdzv-endpoint=" does.
     if (auto raw = settings.get(Option::rdzv_endpoint); raw && !trim(raw->value).empty()) {
       if (config.rdzv_backend == RdzvBackend::etcd_v3) {
         try {
-          config.etcd = rendezvous::parse_etcd_options(raw->value, config.rdzv_conf);
+          config.etcd = rendezvous::parse_etcd_options(raw->value, config.rdzv_conf.etcd);
         } catch (const rendezvous::Error& error) {
           reject(*raw, std::string("is not an etcd-v3 rendezvous (") + error.what() + ")");
         }

@@ -10,6 +10,7 @@
 #include "launcher/base/errors.hpp"
 #include "launcher/base/signal_names.hpp"
 #include "launcher/base/text.hpp"
+#include "rendezvous/etcd/etcd_options.hpp"
 
 namespace ddprun::launcher {
 std::string quote_for_message(std::string_view value) {
@@ -126,9 +127,8 @@ StreamSelection parse_streams(std::string_view text, std::string_view flag) {
   return selection;
 }
 
-std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::string_view flag,
-                                                   rendezvous::RendezvousSettings& settings) {
-  std::map<std::string, std::string> conf;
+RdzvConf parse_rdzv_conf(std::string_view text, std::string_view flag, rendezvous::RendezvousSettings& settings) {
+  RdzvConf conf;
   if (trim(text).empty()) return conf;
   for (auto item : split(trim(text), ',')) {
     auto eq = item.find('=');
@@ -141,7 +141,8 @@ std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::s
     } catch (const rendezvous::SettingError& error) {
       reject_value(text, flag, "sets " + error.key + " to " + error.value + ", not " + error.expected);
     }
-    conf[key] = value;  // torchrun: the last of a repeated key wins
+    rendezvous::take_etcd_conf_key(conf.etcd, key, value);  // judged by parse_etcd_options, for etcd-v3 only
+    conf.given[key] = value;  // torchrun: the last of a repeated key wins
   }
   return conf;
 }

@@ -56,12 +56,12 @@ int parse_nproc(std::string_view text, std::string_view flag, const HostFacts& h
 /// --redirects/--tee: 0-3 for every local rank, or LOCAL_RANK:0-3,... (each rank at most once).
 StreamSelection parse_streams(std::string_view text, std::string_view flag);
 
-/// --rdzv-conf: K=V,... (spaces around either trimmed; the last of a repeated key wins) -> the
-/// map as given. Each entry is applied to `settings` in order by rendezvous::apply_rendezvous_setting,
-/// the one validator of the values (other keys pass unchecked); a value it refuses is a UsageError
-/// `FLAG: "TEXT" sets KEY to VALUE, not EXPECTED`.
-std::map<std::string, std::string> parse_rdzv_conf(std::string_view text, std::string_view flag,
-                                                   rendezvous::RendezvousSettings& settings);
+/// --rdzv-conf: K=V,... (spaces around either trimmed; the last of a repeated key wins), read once.
+/// Each entry is applied to `settings` in order by rendezvous::apply_rendezvous_setting, the one
+/// validator of those values; a value it refuses is a UsageError `FLAG: "TEXT" sets KEY to VALUE,
+/// not EXPECTED`. etcd's keys are taken into the result's `etcd` (rendezvous::take_etcd_conf_key),
+/// other keys pass unchecked; every entry is in `given`.
+RdzvConf parse_rdzv_conf(std::string_view text, std::string_view flag, rendezvous::RendezvousSettings& settings);
 
 /// --signals-to-handle: SIG,... by name or number, in order, without repeats; SIGKILL and
 /// SIGSTOP are refused.

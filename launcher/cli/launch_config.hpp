@@ -14,6 +14,7 @@
 #include "launcher/observe/hang_action.hpp"
 #include "rendezvous/endpoint.hpp"
 #include "rendezvous/etcd/etcd_options.hpp"
+#include "rendezvous/rdzv_backend.hpp"
 #include "rendezvous/rendezvous_settings.hpp"
 
 namespace ddprun::launcher {
@@ -69,13 +70,19 @@ enum class NumaMode { node, socket, exclusive, core_complex };
 /// "node", "socket", "exclusive" or "core-complex": the mode as the flag spells it.
 std::string_view numa_mode_name(NumaMode mode);
 
-/// `--rdzv-backend`. static: fixed membership, ranks from --node-rank, node 0 hosts the store on
-/// --master-port; c10d: nodes join rounds at a store on --rdzv-endpoint; etcd_v3: the same rounds
-/// in an etcd cluster (--rdzv-endpoint lists its members), which no agent hosts.
-enum class RdzvBackend { static_, c10d, etcd_v3 };
+/// `--rdzv-backend`: the rendezvous layer's enum (rendezvous/rdzv_backend.hpp), the one definition.
+using rendezvous::RdzvBackend;
+using rendezvous::backend_name;
 
-/// "static", "c10d" or "etcd-v3": the backend as the flag spells it.
-std::string_view backend_name(RdzvBackend backend);
+/// `--rdzv-conf`, read once (parse_rdzv_conf). The rendezvous' own keys are typed in
+/// LaunchConfig::rendezvous, etcd's here; neither is read from `given` again.
+struct RdzvConf {
+  /// Every entry as given, the last of a repeated key: what -v prints as rdzv_configs (torchrun
+  /// prints its dict), keys ddprun does not know included.
+  std::map<std::string, std::string> given;
+  /// The etcd keys, which parse_etcd_options turns into LaunchConfig::etcd for an etcd-v3 rendezvous.
+  rendezvous::EtcdConf etcd;
+};
 
 /// The port of --rdzv-endpoint when it names none (torchrun's default for c10d).
 inline constexpr int kDefaultRdzvPort = 29400;
@@ -104,7 +111,7 @@ struct LaunchConfig {
   /// --master-port) or the endpoint's (c10d).
   rendezvous::Endpoint store_endpoint{"127.0.0.1", 29500};
   std::string rdzv_id = "none";
-  std::map<std::string, std::string> rdzv_conf;  ///< --rdzv-conf as given (for -v); read `rendezvous`
+  RdzvConf rdzv_conf;
   /// etcd-v3: the members (--rdzv-endpoint) and --rdzv-conf's etcd keys; store_endpoint is the first.
   std::optional<rendezvous::EtcdOptions> etcd;
   /// Every rule of the rendezvous (--rdzv-conf's keys, run id, node counts, ...), resolved.
@@ -183,11 +190,6 @@ inline std::string_view numa_mode_name(NumaMode mode) {
     case NumaMode::core_complex: return "core-complex";
   }
   return "node";
-}
-
-inline std::string_view backend_name(RdzvBackend backend) {
-  if (backend == RdzvBackend::etcd_v3) return "etcd-v3";
-  return backend == RdzvBackend::c10d ? "c10d" : "static";
 }
 
 }  // namespace ddprun::launcher

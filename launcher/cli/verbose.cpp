@@ -77,7 +77,7 @@ std::vector<std::string> describe_launch_config(const LaunchConfig& config, cons
                                      : config.rdzv_backend == RdzvBackend::static_
                                          ? rendezvous::format_endpoint(config.master_addr, config.master_port)
                                          : "(none)");
-  rows.emplace_back("rdzv_configs", join_conf(config.rdzv_conf));
+  rows.emplace_back("rdzv_configs", join_conf(config.rdzv_conf.given));
   rows.emplace_back("max_restarts", std::to_string(config.max_restarts));
   rows.emplace_back("master", facts.master.empty() ? "decided each round" : facts.master);
   rows.emplace_back("log_dir", facts.log_dir);

@@ -11,10 +11,6 @@ std::string_view trimmed(std::string_view text) {
   return text;
 }
 
-const std::string* find(const std::map<std::string, std::string>& conf, const char* key) {
-  auto it = conf.find(key);
-  return it == conf.end() ? nullptr : &it->second;
-}
 
 }  // namespace
 
@@ -27,7 +23,42 @@ std::string EtcdOptions::describe_endpoints() const {
   return out;
 }
 
-EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::string, std::string>& conf) {
+bool take_etcd_conf_key(EtcdConf& conf, std::string_view key, std::string_view value) {
+  const std::string text(value);
+  if (key == "key_prefix") {
+    conf.key_prefix = text;
+    if (conf.key_prefix.empty() || conf.key_prefix.back() != '/') conf.key_prefix += '/';
+  } else if (key == "protocol") {
+    conf.https.reset();
+    conf.protocol_refused.clear();
+    if (value == "https" || value == "http") conf.https = value == "https";
+    else conf.protocol_refused = "protocol=" + text + " is not http or https";
+  } else if (key == "cacert") {
+    conf.cacert = text;
+  } else if (key == "cert") {
+    conf.cert = text;
+  } else if (key == "key") {
+    conf.key = text;
+  } else if (key == "user") {
+    conf.user = text;
+  } else if (key == "password") {
+    conf.password = text;
+  } else if (key == "lease_ttl") {
+    conf.lease_ttl_refused.clear();
+    long long seconds = 0;
+    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
+    if (ec != std::errc() || ptr != value.data() + value.size() || seconds < 2 || seconds > 3600) {
+      conf.lease_ttl_refused = "lease_ttl=" + text + " is not an integer number of seconds in 2..3600";
+    } else {
+      conf.lease_ttl = std::chrono::seconds(seconds);
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+EtcdOptions parse_etcd_options(std::string_view endpoints, const EtcdConf& conf) {
   EtcdOptions options;
   bool https_scheme = false;
   bool http_scheme = false;
@@ -51,22 +82,16 @@ EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::s
     throw Error("\"" + std::string(endpoints) + "\" names no etcd member (write HOST[:PORT],HOST[:PORT],...)");
   }
 
-  if (const auto* prefix = find(conf, "key_prefix")) {
-    options.key_prefix = *prefix;
-    if (options.key_prefix.empty() || options.key_prefix.back() != '/') options.key_prefix += '/';
-  }
-  if (const auto* value = find(conf, "cacert")) options.cacert = *value;
-  if (const auto* value = find(conf, "cert")) options.cert = *value;
-  if (const auto* value = find(conf, "key")) options.key = *value;
-  if (const auto* value = find(conf, "user")) options.user = *value;
-  if (const auto* value = find(conf, "password")) options.password = *value;
+  options.key_prefix = conf.key_prefix;
+  options.cacert = conf.cacert;
+  options.cert = conf.cert;
+  options.key = conf.key;
+  options.user = conf.user;
+  options.password = conf.password;
   options.tls = https_scheme || !options.cacert.empty() || !options.cert.empty();
-  if (const auto* protocol = find(conf, "protocol")) {
-    if (*protocol == "https") options.tls = true;
-    else if (*protocol == "http") options.tls = https_scheme || !options.cacert.empty() || !options.cert.empty();
-    else throw Error("protocol=" + *protocol + " is not http or https");
-    if (*protocol == "http" && options.tls) throw Error("protocol=http, but TLS files or an https:// endpoint are given");
-  }
+  if (!conf.protocol_refused.empty()) throw Error(conf.protocol_refused);
+  if (conf.https == true) options.tls = true;
+  if (conf.https == false && options.tls) throw Error("protocol=http, but TLS files or an https:// endpoint are given");
   if (http_scheme && options.tls) {
     throw Error(https_scheme ? "mixes http:// and https:// members: one cluster's client ports speak one protocol"
                              : "names http:// members, but TLS is asked for (protocol=https, cacert, cert or key)");
@@ -76,14 +101,8 @@ EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::s
                 (options.cert.empty() ? "cert" : "key") + ": TLS client authentication needs both");
   }
   if (options.password.size() && options.user.empty()) throw Error("password is given without user");
-  if (const auto* ttl = find(conf, "lease_ttl")) {
-    long long seconds = 0;
-    auto [ptr, ec] = std::from_chars(ttl->data(), ttl->data() + ttl->size(), seconds);
-    if (ec != std::errc() || ptr != ttl->data() + ttl->size() || seconds < 2 || seconds > 3600) {
-      throw Error("lease_ttl=" + *ttl + " is not an integer number of seconds in 2..3600");
-    }
-    options.lease_ttl = std::chrono::seconds(seconds);
-  }
+  if (!conf.lease_ttl_refused.empty()) throw Error(conf.lease_ttl_refused);
+  options.lease_ttl = conf.lease_ttl;
   return options;
 }
 

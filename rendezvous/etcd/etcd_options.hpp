@@ -14,7 +14,7 @@
 ///                its lease, so a dead or frozen node is dropped within it (default 10, integer >= 2)
 /// The names of protocol/cacert/cert/key are those of torchrun's etcd backends.
 #include <chrono>
-#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,10 +41,32 @@ struct EtcdOptions {
   std::string describe_endpoints() const;
 };
 
+/// --rdzv-conf's etcd keys, typed where --rdzv-conf is read, once (take_etcd_conf_key). A value
+/// that is wrong on its own (protocol, lease_ttl) is kept as its refusal rather than thrown: the keys
+/// mean something only to an etcd-v3 rendezvous, where parse_etcd_options raises it in its turn,
+/// and other backends ignore them, as torchrun's do.
+struct EtcdConf {
+  std::string key_prefix = "/";  ///< always ends with '/'
+  std::optional<bool> https;     ///< protocol: https (true) or http (false); nothing when not given
+  std::string cacert;
+  std::string cert;
+  std::string key;
+  std::string user;
+  std::string password;
+  std::chrono::seconds lease_ttl{10};
+  std::string protocol_refused;   ///< "protocol=grpc is not http or https"; empty when fine
+  std::string lease_ttl_refused;  ///< "lease_ttl=1 is not an integer ..."; empty when fine
+};
+
+/// Takes KEY=VALUE (one --rdzv-conf entry, VALUE not empty) into `conf` when KEY is one of etcd's
+/// keys (a later entry of a key replaces an earlier one, its refusal included); false, and `conf`
+/// unchanged, for any other key.
+bool take_etcd_conf_key(EtcdConf& conf, std::string_view key, std::string_view value);
+
 /// Parses "h1:2379,h2:2379,[::1]:2379" (a scheme "http://" or "https://" before each is allowed;
-/// https turns TLS on) and the etcd keys of `conf`. Throws Error naming the text and what is wrong
-/// (no endpoint, a bad endpoint, a lease_ttl that is not an integer >= 2, a cert without a key,
-/// protocol neither http nor https, http:// members with TLS asked for); callers prefix the flag's name.
-EtcdOptions parse_etcd_options(std::string_view endpoints, const std::map<std::string, std::string>& conf);
+/// https turns TLS on) with `conf`. Throws Error naming the text and what is wrong (no endpoint, a
+/// bad endpoint, a lease_ttl that is not an integer >= 2, a cert without a key, protocol neither
+/// http nor https, http:// members with TLS asked for); callers prefix the flag's name.
+EtcdOptions parse_etcd_options(std::string_view endpoints, const EtcdConf& conf);
 
 }  // namespace ddprun::rendezvous

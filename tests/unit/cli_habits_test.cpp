@@ -129,7 +129,7 @@ TEST(TorchrunHabits, EmptyValueFromATemplateIsTheDefaultWhereTorchrunAcceptsIt) 
   // Accepted by torchrun: the option's default.
   EXPECT_EQ(parse({"--rdzv_endpoint=", "t.py"}).rdzv_endpoint, d.rdzv_endpoint);
   EXPECT_FALSE(parse({"--rdzv_endpoint", " ", "t.py"}).rdzv_endpoint);  // blank: unset too
-  EXPECT_TRUE(parse({"--rdzv_conf=", "t.py"}).rdzv_conf.empty());
+  EXPECT_TRUE(parse({"--rdzv_conf=", "t.py"}).rdzv_conf.given.empty());
   EXPECT_EQ(parse({"--log_dir=", "t.py"}).log_dir, "");
   EXPECT_EQ(parse({"--role=", "t.py"}).role, "default");  // torchrun: ROLE_NAME="" (see differences)
   // torchrun makes up a random run id for an empty one: str(uuid4().int).
@@ -149,7 +149,7 @@ TEST(TorchrunHabits, EmptyValueFromATemplateIsTheDefaultWhereTorchrunAcceptsIt) 
   env["PET_RDZV_CONF"] = "join_timeout=5";
   LaunchConfig c = parse({"--log_dir=", "--rdzv_conf=", "t.py"}, env);
   EXPECT_EQ(c.log_dir, "");
-  EXPECT_TRUE(c.rdzv_conf.empty());
+  EXPECT_TRUE(c.rdzv_conf.given.empty());
   EXPECT_EQ(parse({"t.py"}, env).log_dir, "/from/env");
   // The next argument is not taken as the value (CLI11's reading of `--opt=`).
   LaunchConfig e = parse({"--log_dir=", "--nproc=2", "t.py"});

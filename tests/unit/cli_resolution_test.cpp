@@ -51,6 +51,20 @@ TEST(CliResolution, BackendNames) {
        std::nullopt,
        "--rdzv-endpoint: \"h1\" is not an etcd-v3 rendezvous (lease_ttl=1 is not an integer number of seconds in "
        "2..3600)"},
+      // --rdzv-conf's etcd keys are read once, at the flag; only etcd-v3 judges them, after its endpoints.
+      {{"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "h1", "--rdzv-conf", "protocol=grpc,lease_ttl=1"},
+       {},
+       std::nullopt,
+       "--rdzv-endpoint: \"h1\" is not an etcd-v3 rendezvous (protocol=grpc is not http or https)"},
+      {{"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "h1", "--rdzv-conf", "lease_ttl=1,lease_ttl=3"}, {}, RdzvBackend::etcd_v3, ""},
+      {{"--rdzv-backend", "etcd-v3", "--rdzv-endpoint", "", "--rdzv-conf", "lease_ttl=1"},
+       {},
+       std::nullopt,
+       "--rdzv-backend=etcd-v3 needs --rdzv-endpoint HOST[:PORT][,HOST[:PORT]...] (the etcd members)"},
+      {{"--rdzv-backend", "c10d", "--rdzv-endpoint", "h", "--rdzv-conf", "protocol=grpc,lease_ttl=1,cert=/c.pem"},
+       {},
+       RdzvBackend::c10d,
+       ""},
       {{"--rdzv-backend", "etcd"}, {}, std::nullopt,
        "--rdzv-backend: \"etcd\" is torchrun's backend for etcd's v2 API, which etcd 3.4 turns off; ddprun's etcd-v3 "
        "speaks etcd's v3 API with the same --rdzv-endpoint and --rdzv-conf keys"},
@@ -141,11 +155,11 @@ TEST(CliResolution, RdzvConfKeysBecomeSettings) {
   EXPECT_EQ(s.read_timeout, 7s);
   EXPECT_EQ(s.timeout, 8s);
   EXPECT_EQ(s.is_host, true);
-  EXPECT_EQ(c.rdzv_conf.at("store_type"), "file");  // other keys: kept as given, unchecked
+  EXPECT_EQ(c.rdzv_conf.given.at("store_type"), "file");  // other keys: kept as given, unchecked
   // The last of a repeated key wins, in the settings as in the map shown by -v.
   LaunchConfig repeated = parsed({"--rdzv-conf", "join_timeout=1,join_timeout=0.25"});
   EXPECT_EQ(repeated.rendezvous.join_timeout, 250ms);
-  EXPECT_EQ(repeated.rdzv_conf.at("join_timeout"), "0.25");
+  EXPECT_EQ(repeated.rdzv_conf.given.at("join_timeout"), "0.25");
   // Unset: torchrun's defaults.
   EXPECT_EQ(parsed({}).rendezvous.join_timeout, 600s);
   EXPECT_FALSE(parsed({}).rendezvous.is_host);

@@ -118,7 +118,7 @@ TEST(ParseCommandLine, Defaults) {
   EXPECT_EQ(c.rdzv_backend, RdzvBackend::static_);
   EXPECT_FALSE(c.rdzv_endpoint);
   EXPECT_EQ(c.rdzv_id, "none");
-  EXPECT_TRUE(c.rdzv_conf.empty());
+  EXPECT_TRUE(c.rdzv_conf.given.empty());
   EXPECT_FALSE(c.standalone);
   EXPECT_EQ(c.max_restarts, 0);
   EXPECT_DOUBLE_EQ(c.monitor_interval_s, 0.1);
@@ -179,7 +179,7 @@ TEST(ParseCommandLine, BothSpellingsAndTheEqualsForm) {
   EXPECT_EQ(c.rdzv_backend, RdzvBackend::c10d);
   EXPECT_EQ(endpoint_text(c), "h:1");
   EXPECT_EQ(c.rdzv_id, "job");
-  EXPECT_EQ(c.rdzv_conf.at("timeout"), "5");
+  EXPECT_EQ(c.rdzv_conf.given.at("timeout"), "5");
   EXPECT_EQ(c.max_restarts, 3);
   EXPECT_DOUBLE_EQ(c.monitor_interval_s, 2.0);
   EXPECT_EQ(c.local_addr, "me");
@@ -246,7 +246,7 @@ TEST(ParseCommandLine, EveryOptionReadsItsPetVariable) {
   EXPECT_EQ(endpoint_text(c), "[::1]:5000");
   EXPECT_EQ(c.rdzv_backend, RdzvBackend::c10d);
   EXPECT_EQ(c.rdzv_id, "job7");
-  EXPECT_EQ(c.rdzv_conf, (std::map<std::string, std::string>{{"join_timeout", "60"}}));
+  EXPECT_EQ(c.rdzv_conf.given, (std::map<std::string, std::string>{{"join_timeout", "60"}}));
   EXPECT_EQ(c.max_restarts, 4);
   EXPECT_DOUBLE_EQ(c.monitor_interval_s, 1.5);
   EXPECT_EQ(c.role, "trainer");
@@ -334,9 +334,9 @@ TEST(ParseCommandLine, MultiNodeIsParsedAndKept) {
 
 TEST(ParseCommandLine, RdzvConf) {
   LaunchConfig c = parse({"--rdzv-conf", " join_timeout = 5 , is_host=false,store_type=file,timeout=0.5", "t.py"});
-  EXPECT_EQ(c.rdzv_conf, (std::map<std::string, std::string>{
+  EXPECT_EQ(c.rdzv_conf.given, (std::map<std::string, std::string>{
                              {"join_timeout", "5"}, {"is_host", "false"}, {"store_type", "file"}, {"timeout", "0.5"}}));
-  EXPECT_TRUE(parse({"--rdzv-conf", "", "t.py"}).rdzv_conf.empty());
+  EXPECT_TRUE(parse({"--rdzv-conf", "", "t.py"}).rdzv_conf.given.empty());
 }
 
 TEST(ParseCommandLine, SignalsAndFilter) {
@@ -349,7 +349,7 @@ TEST(ParseCommandLine, SignalsAndFilter) {
 
 TEST(ParseCommandLine, ValueStartingWithDashNeedsEqualsForm) {
   EXPECT_EQ(parse({"--log-line-prefix-template=-${rank}-", "t.py"}).log_line_prefix_template, "-${rank}-");
-  EXPECT_EQ(parse({"--rdzv-conf=a=b", "t.py"}).rdzv_conf.at("a"), "b");
+  EXPECT_EQ(parse({"--rdzv-conf=a=b", "t.py"}).rdzv_conf.given.at("a"), "b");
 }
 
 TEST(ParseCommandLine, Mode) {

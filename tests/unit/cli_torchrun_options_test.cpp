@@ -63,7 +63,7 @@ const std::map<std::string, Meaning>& meanings() {
       {"rdzv_endpoint", {"node0:1234", {"--rdzv-backend", "c10d"},
                          [](const LaunchConfig& c, const std::string&) { EXPECT_EQ(endpoint_text(c), "node0:1234"); }}},
       {"rdzv_id", {"job7", {}, [](const LaunchConfig& c, const std::string&) { EXPECT_EQ(c.rdzv_id, "job7"); }}},
-      {"rdzv_conf", {"join_timeout=5", {}, [](const LaunchConfig& c, const std::string&) { EXPECT_EQ(c.rdzv_conf.at("join_timeout"), "5"); }}},
+      {"rdzv_conf", {"join_timeout=5", {}, [](const LaunchConfig& c, const std::string&) { EXPECT_EQ(c.rdzv_conf.given.at("join_timeout"), "5"); }}},
       {"standalone", {"", {}, [](const LaunchConfig& c, const std::string&) { EXPECT_TRUE(c.standalone); }}},
       {"max_restarts", {"3", {}, [](const LaunchConfig& c, const std::string&) { EXPECT_EQ(c.max_restarts, 3); }}},
       {"monitor_interval", {"0.5", {}, [](const LaunchConfig& c, const std::string&) { EXPECT_EQ(c.monitor_interval_s, 0.5); }}},

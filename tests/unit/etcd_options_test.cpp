@@ -1,4 +1,5 @@
 // --rdzv-endpoint and --rdzv-conf for etcd-v3, and which lease a key lives with: tables, no I/O.
+// --rdzv-conf's entries are taken as the CLI takes them (take_etcd_conf_key, in key order).
 #include "rendezvous/etcd/etcd_options.hpp"
 #include "rendezvous/etcd/etcd_session.hpp"
 
@@ -7,8 +8,19 @@
 using namespace ddprun::rendezvous;
 using Conf = std::map<std::string, std::string>;
 
+namespace {
+
+/// parse_etcd_options on `conf`'s entries taken one by one, as the CLI takes --rdzv-conf's.
+EtcdOptions parse(std::string_view endpoints, const Conf& conf) {
+  EtcdConf taken;
+  for (const auto& [key, value] : conf) take_etcd_conf_key(taken, key, value);
+  return parse_etcd_options(endpoints, taken);
+}
+
+}  // namespace
+
 TEST(EtcdOptions, EndpointsAreAListWithTheDefaultPortAndOptionalSchemes) {
-  const EtcdOptions options = parse_etcd_options("h1:2379, h2 ,http://[fd00::3]:23790/", {});
+  const EtcdOptions options = parse("h1:2379, h2 ,http://[fd00::3]:23790/", {});
   EXPECT_EQ(options.endpoints, (std::vector<Endpoint>{{"h1", 2379}, {"h2", 2379}, {"fd00::3", 23790}}));
   EXPECT_EQ(options.describe_endpoints(), "h1:2379,h2:2379,[fd00::3]:23790");
   EXPECT_FALSE(options.tls);
@@ -17,7 +29,7 @@ TEST(EtcdOptions, EndpointsAreAListWithTheDefaultPortAndOptionalSchemes) {
 }
 
 TEST(EtcdOptions, ConfKeys) {
-  const EtcdOptions options = parse_etcd_options(
+  const EtcdOptions options = parse(
       "h1", Conf{{"key_prefix", "/team-a"}, {"lease_ttl", "4"}, {"user", "u"}, {"password", "p"}, {"join_timeout", "5"}});
   EXPECT_EQ(options.key_prefix, "/team-a/");
   EXPECT_FALSE(options.tls);
@@ -40,9 +52,9 @@ TEST(EtcdOptions, TlsIsOnForHttpsOrAnyTlsFile) {
       {"h1", {{"protocol", "http"}}, false},
       {"https://h1", {{"protocol", "https"}, {"cacert", "/ca.pem"}}, true},
   };
-  for (const auto& c : cases) EXPECT_EQ(parse_etcd_options(c.endpoints, c.conf).tls, c.tls) << c.endpoints;
+  for (const auto& c : cases) EXPECT_EQ(parse(c.endpoints, c.conf).tls, c.tls) << c.endpoints;
   const EtcdOptions options =
-      parse_etcd_options("https://h1", Conf{{"cacert", "/ca.pem"}, {"cert", "/c.pem"}, {"key", "/k.pem"}});
+      parse("https://h1", Conf{{"cacert", "/ca.pem"}, {"cert", "/c.pem"}, {"key", "/k.pem"}});
   EXPECT_EQ(options.cacert, "/ca.pem");
   EXPECT_EQ(options.cert, "/c.pem");
   EXPECT_EQ(options.key, "/k.pem");
@@ -70,13 +82,34 @@ TEST(EtcdOptions, MistakesAreNamed) {
   };
   for (const auto& c : cases) {
     try {
-      parse_etcd_options(c.endpoints, c.conf);
+      parse(c.endpoints, c.conf);
       ADD_FAILURE() << "accepted " << c.endpoints;
     } catch (const Error& error) {
       EXPECT_EQ(std::string(error.what()), c.message);
     }
   }
-  EXPECT_THROW(parse_etcd_options("h1:99999", {}), Error);
+  EXPECT_THROW(parse("h1:99999", {}), Error);
+}
+
+TEST(EtcdOptions, OnlyEtcdKeysAreTakenAndALaterEntryReplacesAnEarlierOne) {
+  EtcdConf conf;
+  for (const char* other : {"join_timeout", "timeout", "is_host", "store_type", "keyprefix", "Key"}) {
+    EXPECT_FALSE(take_etcd_conf_key(conf, other, "5")) << other;
+  }
+  for (const char* key : {"key_prefix", "protocol", "cacert", "cert", "key", "user", "password", "lease_ttl"}) {
+    EXPECT_TRUE(take_etcd_conf_key(conf, key, "x")) << key;
+  }
+  EXPECT_EQ(conf.protocol_refused, "protocol=x is not http or https");
+  EXPECT_EQ(conf.lease_ttl_refused, "lease_ttl=x is not an integer number of seconds in 2..3600");
+  // Refusals are kept, not thrown (a c10d job ignores these keys), and a later good value drops them.
+  take_etcd_conf_key(conf, "protocol", "https");
+  take_etcd_conf_key(conf, "lease_ttl", "7");
+  EXPECT_EQ(conf.protocol_refused, "");
+  EXPECT_EQ(conf.https, true);
+  EXPECT_EQ(conf.lease_ttl_refused, "");
+  EXPECT_EQ(conf.lease_ttl, std::chrono::seconds(7));
+  take_etcd_conf_key(conf, "lease_ttl", "1");
+  EXPECT_EQ(conf.lease_ttl_refused, "lease_ttl=1 is not an integer number of seconds in 2..3600");
 }
 
 TEST(EtcdOptions, EachKeyLivesWithTheRightLease) {

@@ -63,7 +63,7 @@ TEST(DescribeLaunchConfig, ElasticExecutableWithoutGpuCount) {
   config.topology.node_rank = 0;
   config.rdzv_backend = RdzvBackend::c10d;
   config.rdzv_endpoint = rendezvous::Endpoint{"node0", 29400};
-  config.rdzv_conf = {{"join_timeout", "60"}, {"is_host", "true"}};
+  config.rdzv_conf.given = {{"join_timeout", "60"}, {"is_host", "true"}};
   config.signals_to_forward = {};
   LaunchFacts facts;
   facts.executable = "/work/trainer";
