@@ -4,8 +4,12 @@
 /// store requests and console lines. Nothing here decides what happens next, and nothing polls.
 ///
 /// A single-node job hosts its store on the master port and clears it per attempt (agent.cpp). A
-/// multi-node job (several nodes, or c10d) goes through rendezvous rounds (agent_rounds.cpp): each
-/// round's decision gives this node its ranks and the workers' store.
+/// multi-node job (several nodes, or c10d) goes through rendezvous rounds (NodeRounds, performed in
+/// agent_rounds.cpp): each round's decision gives this node its ranks and the workers' store.
+///
+/// The Agent owns its parts and hands each what it needs: the terminals (JobTerminal), each
+/// attempt's workers (WorkerPreparation, then a WorkerGroup), the attempt's failures
+/// (FailureRecord) and the rounds (NodeRounds); they report back through callbacks.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -21,18 +25,20 @@
 
 #include "launcher/output/console_output.hpp"
 #include "launcher/base/environ.hpp"
+#include "launcher/report/failure_record.hpp"
 #include "launcher/report/failure_summary.hpp"
+#include "launcher/observe/attempt_view.hpp"
 #include "launcher/observe/job_status.hpp"
 #include "launcher/cli/launch_config.hpp"
-#include "launcher/report/oom_watch.hpp"
-#include "launcher/port_reservation.hpp"
 #include "launcher/cli/program.hpp"
 #include "launcher/observe/recent_events.hpp"
 #include "launcher/output/run_logs.hpp"
 #include "launcher/signal_origin.hpp"
 #include "launcher/supervisor.hpp"
 #include "launcher/base/unique_fd.hpp"
+#include "launcher/workers/worker_preparation.hpp"
 #include "launcher/workers/worker_spec.hpp"
+#include "rendezvous/endpoint.hpp"
 #include "rendezvous/job_board.hpp"  // the Agent owns one (agent_board.cpp); its destructor is in agent.cpp
 
 namespace ddprun::rendezvous {
@@ -45,10 +51,9 @@ namespace ddprun::launcher {
 class EventLog;
 class Guardian;
 class JobCgroup;
-class StdinForwarder;
+class JobTerminal;
+class NodeRounds;
 class WorkerGroup;
-struct LogWriteError;
-struct WorkerRoutes;
 
 /// Everything decided before the first worker starts (so that bad input fails before anything runs).
 struct AgentPlan {
@@ -88,18 +93,12 @@ class Agent {
   void start_attempt();
   /// Waits for the console to take the last lines, then stops the loop (run() returns the status).
   void finish(bool impatient);
-  void begin_join();
   void enter_round(const rendezvous::RoundDecision& decision);
   void close_round();
-  void leave(rendezvous::RoundEnd end);
 
   void start_store();
-  std::vector<WorkerSpec> worker_specs() const;
-  /// --numa-binding: decides numa_cpus_ and prints why any worker is left unbound.
-  void plan_numa_binding();
-  /// --duplicate-std*-filters: opens the attempt's filtered files (into attempt_log_files_).
-  void open_filtered_files();
-  WorkerRoutes open_routes(int local_rank, const std::filesystem::path& dir);
+  /// Multi-node: the rounds started (a busy store port fails here), their outcomes as events.
+  void start_rendezvous();
   void wait_child_exits();
   void wait_stop_signals();
   /// A --forward-signals signal: passed on to the running workers unless its sender signals them too.
@@ -107,12 +106,10 @@ class Agent {
   /// -v: the launch config, as torchrun logs it with LOGLEVEL=INFO (verbose.hpp).
   void print_launch_config() const;
   void on_worker_exit(const WorkerExit& exit);
-  void on_log_error(const LogWriteError& error);
   /// Kills and reaps every process the job left, and lets the guardian go: the end of run().
   void clean_up();
   /// Ended by a signal: stops the loop once a console has taken nothing for a moment.
   void give_up_on_a_stalled_console();
-  WorkerFailure describe_failure(const WorkerExit& exit);
 
   // The job's events (agent_events.cpp).
   /// Hands `event` to the recent-events ring and every sink, in the order recorded. Stamps `time`
@@ -134,17 +131,6 @@ class Agent {
   void record_restart();
   void record_worker_started(int local_rank, pid_t pid);
   void record_worker_exited(const WorkerExit& exit);
-
-  // Multi-node (agent_rounds.cpp).
-  void start_rendezvous();
-  void accept_probes();
-
-  // Terminals (agent_terminal.cpp): a pty per worker, ddprun's stdin forwarded, window size passed on.
-  void set_up_terminals();
-  void wait_suspensions();
-  /// SIGSTOP to every worker's process group, ddprun stops itself; once continued, SIGCONT to them.
-  void suspend_job();
-  void wait_window_changes();
 
   // Status (agent_status.cpp): the monitor's samples, the console's status block and lines.
   /// Makes the monitor when something reads its samples (status_wanted); before the first attempt.
@@ -196,7 +182,6 @@ class Agent {
   /// ddprun's stdout and stderr, never blocking the loop; installed while it runs.
   std::optional<ConsoleOutput> console_;
   boost::asio::steady_timer finish_timer_;
-  std::vector<LogWriteError> log_errors_;
   boost::asio::signal_set child_exits_;
   boost::asio::signal_set stop_signals_;
   std::optional<SignalOriginSet> forwarded_signals_;  ///< --forward-signals, and SIGUSR1/SIGUSR2 always
@@ -205,37 +190,14 @@ class Agent {
   /// The job's store, on MASTER_ADDR:MASTER_PORT for the whole job; workers are its clients
   /// (TORCHELASTIC_USE_AGENT_STORE=True). Its own thread, so store traffic never delays the agent.
   std::unique_ptr<rendezvous::StoreServer> store_;
-  std::string master_addr_;
-  int master_port_number_ = 0;
-  OomWatch oom_;
-  std::optional<std::uint64_t> oom_kills_seen_;  ///< OOM-kill count already accounted for
+  rendezvous::Endpoint master_;  ///< MASTER_ADDR:MASTER_PORT of this attempt: the workers' store
 
-  // This attempt's place in the job (single node: rank base 0, one node).
-  int rank_base_ = 0;
-  int world_size_ = 1;
-  int group_rank_ = 0;
-  int group_world_size_ = 1;
-  int attempt_ = 0;  ///< the log folder's attempt_<n>: the restart count, or the round (multi-node)
-  /// Workers share the agent store across rounds (static, --worker-store agent): their
-  /// TORCHELASTIC_RESTART_COUNT, PyTorch's key prefix, is the round (attempt_), new every round.
-  bool attempt_is_round_ = false;
+  /// This attempt's place in the job (single node: rank base 0, one node). `attempt` is the log
+  /// folder's attempt_<n>: the restart count, or the round (multi-node).
+  AttemptView view_;
 
-  // Multi-node only.
-  std::unique_ptr<rendezvous::NodeMembership> membership_;
-  std::optional<boost::asio::ip::tcp::acceptor> probe_acceptor_;  ///< presence port: connects succeed while we live
-  std::string bind_host_;                                          ///< wildcard of the advertised address's family
-  std::optional<PortReservation> next_worker_store_;               ///< candidate port for the next round
-  std::unique_ptr<rendezvous::StoreServer> worker_store_;          ///< this round's, on group rank 0
-  int previous_rank_ = -1;
-  bool linger_store_ = false;  ///< the job ended: keep hosting the store until the others have left
-  std::chrono::milliseconds close_timeout_{30000};  ///< rdzv close_timeout: the most leave() waits
-  std::optional<boost::asio::steady_timer> close_timer_;
-
-  WorkerTerminal worker_terminal_ = WorkerTerminal::pipes;
-  std::unique_ptr<StdinForwarder> stdin_;  ///< null: --stdin none
-  std::optional<boost::asio::signal_set> window_changes_;
-  std::optional<boost::asio::signal_set> suspensions_;  ///< SIGTSTP: pause the job (Ctrl-Z)
-  bool pty_warned_ = false;
+  std::unique_ptr<NodeRounds> rounds_;  ///< multi-node only
+  std::unique_ptr<JobTerminal> terminal_;  ///< made as run() starts, once the console exists
 
   // Status (agent_status.cpp).
   std::unique_ptr<StatusMonitor> monitor_;  ///< null: nothing reads the samples
@@ -253,19 +215,22 @@ class Agent {
   std::vector<std::string> hang_digest_;  ///< the last capture's digest (the failure summary repeats it)
   std::optional<std::filesystem::path> python_dir_;  ///< ddprun's Python folder, looked up once
   bool python_dir_looked_up_ = false;
-  bool libtorch_1_ = false;  ///< the program links LibTorch 1.x (WorkerSpec::libtorch_1), read once
 
   std::unique_ptr<WorkerGroup> group_;
-  std::optional<WorkerSpec> being_started_;  ///< -v: the worker prepared, named when its pid is known
-  /// `--numa-binding`: each local rank's CPUs (empty: not bound), decided once before the first start.
-  std::vector<std::vector<int>> numa_cpus_;
-  /// `--duplicate-std*-filters`: the attempt's filtered_stdout.log / filtered_stderr.log, shared by
-  /// its workers; owned by attempt_log_files_; -1: none.
-  int filtered_stdout_fd_ = -1;
-  int filtered_stderr_fd_ = -1;
-  std::vector<UniqueFd> attempt_log_files_;
-  std::vector<std::string> error_files_;  ///< per local rank, this attempt
-  std::vector<WorkerFailure> failures_;   ///< this attempt's recorded failures, first observed first
+  /// What each attempt's workers start with; declared after group_ so that the attempt's log files
+  /// close before the group goes.
+  WorkerPreparation workers_;
+  FailureRecord failure_record_;  ///< this attempt's failures, the job's unwritable log files
+
+  // What the observability wings (agent_status, agent_hang, agent_board, agent_endpoint,
+  // agent_events) read by their old names, until they are classes of their own (issue 24): aliases
+  // of the state above, not state. Not to be used by new code.
+  int& rank_base_ = view_.rank_base;
+  int& world_size_ = view_.world_size;
+  int& group_rank_ = view_.group_rank;
+  int& attempt_ = view_.attempt;
+  const std::vector<WorkerFailure>& failures_ = failure_record_.failures();
+  rendezvous::NodeMembership* membership_ = nullptr;  ///< the rounds' membership while the loop runs
 
   // Job events (agent_events.cpp).
   RecentEvents recent_events_;  ///< always kept: the status endpoint's timeline
