@@ -36,6 +36,22 @@
 namespace asio = boost::asio;
 
 namespace ddprun::launcher {
+namespace {
+
+/// -v: the launch config, as torchrun logs it with LOGLEVEL=INFO (verbose.hpp). `master`: the
+/// single-node store's address.
+void print_launch_config(const AgentPlan& plan, const rendezvous::Endpoint& master, const RunLogs& logs) {
+  LaunchFacts facts;
+  facts.executable = plan.command.executable;
+  facts.argv = plan.command.argv;
+  if (plan.command.python) facts.interpreter = describe_python(*plan.command.python);
+  facts.device_source = plan.config.device_source;
+  if (!plan.config.topology.multi_node) facts.master = rendezvous::format_endpoint(master.host, master.port);
+  facts.log_dir = logs.run_dir().string();
+  for (const auto& line : describe_launch_config(plan.config, facts)) print_line(line);
+}
+
+}  // namespace
 
 Agent::Agent(AgentPlan plan)
     : plan_(std::move(plan)),
@@ -145,7 +161,7 @@ int Agent::run() {
   }
   logs_.emplace(config.log_dir, config.rdzv_id);
   start_status_endpoint();
-  if (config.verbose) print_launch_config();
+  if (config.verbose) print_launch_config(plan_, master_, *logs_);
 
   if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
   for (const auto& notice : config.notices) print_line("note: " + notice);
@@ -349,17 +365,6 @@ void Agent::give_up_on_a_stalled_console() {
   finish_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) give_up_on_a_stalled_console();  // still taking lines: they are worth the wait
   });
-}
-
-void Agent::print_launch_config() const {
-  LaunchFacts facts;
-  facts.executable = plan_.command.executable;
-  facts.argv = plan_.command.argv;
-  if (plan_.command.python) facts.interpreter = describe_python(*plan_.command.python);
-  facts.device_source = plan_.config.device_source;
-  if (!plan_.config.topology.multi_node) facts.master = rendezvous::format_endpoint(master_.host, master_.port);
-  facts.log_dir = logs_->run_dir().string();
-  for (const auto& line : describe_launch_config(plan_.config, facts)) print_line(line);
 }
 
 }  // namespace ddprun::launcher

@@ -103,8 +103,6 @@ class Agent {
   void wait_stop_signals();
   /// A --forward-signals signal: passed on to the running workers unless its sender signals them too.
   void on_forwarded_signal(const SignalOrigin& origin);
-  /// -v: the launch config, as torchrun logs it with LOGLEVEL=INFO (verbose.hpp).
-  void print_launch_config() const;
   void on_worker_exit(const WorkerExit& exit);
   /// Kills and reaps every process the job left, and lets the guardian go: the end of run().
   void clean_up();
