@@ -88,7 +88,7 @@ void Agent::perform(const SupervisorAction& action) {
     void operator()(const action::KillGroup&) const { a.group_->stop(SIGKILL, std::chrono::milliseconds(0)); }
     void operator()(const action::KillRunning&) const { a.group_->signal_running(SIGKILL); }
     void operator()(const action::RecordFailure& r) const {
-      a.failure_record_.record(r.exit, a.view_.rank_base + r.exit.local_rank, a.group_->stderr_tail_of(r.exit.local_rank));
+      a.failure_record_.record(r.exit, a.place_.rank_base + r.exit.local_rank, a.group_->stderr_tail_of(r.exit.local_rank));
     }
     // Round actions come to a multi-node job only (supervisor.hpp), which has rounds_.
     void operator()(const action::ReportFailure& r) const { a.rounds_->report_failure(r.end); }
@@ -212,7 +212,7 @@ void Agent::start_store() {
   // the port is held from now until the job ends, with no release-and-rebind race.
   PortReservation reservation(io_, master_.host, config.standalone ? 0 : config.master_port);
   master_.port = reservation.port();
-  view_.world_size = config.topology.nproc_per_node;  // one node: ranks 0..nproc-1
+  place_.world_size = config.topology.nproc_per_node;  // one node: ranks 0..nproc-1
   rendezvous::StoreServerOptions options;
   options.host = master_.host;
   options.port = master_.port;
@@ -228,19 +228,19 @@ void Agent::start_store() {
 }
 
 void Agent::start_attempt() {
-  if (!plan_.config.topology.multi_node) view_.attempt = state_.restart_count;
-  view_.restarts = state_.restart_count;
+  if (!plan_.config.topology.multi_node) place_.attempt = state_.restart_count;
+  place_.restarts = state_.restart_count;
   record_restart();
 
   AttemptFacts facts;
-  facts.place = view_;
+  facts.place = place_;
   facts.master = master_;
   // Workers that share the agent store across rounds number their attempt by the round (NodeRounds).
-  facts.restart_count = rounds_ && rounds_->attempt_is_round() ? view_.attempt : state_.restart_count;
+  facts.restart_count = rounds_ && rounds_->attempt_is_round() ? place_.attempt : state_.restart_count;
   facts.terminal = terminal_->worker_terminal();
   std::vector<WorkerSpec> specs = workers_.specs(facts);
   failure_record_.begin_attempt(specs.size());
-  workers_.begin_attempt(*logs_, view_.attempt);
+  workers_.begin_attempt(*logs_, place_.attempt);
 
   // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
   // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
@@ -275,17 +275,17 @@ void Agent::start_attempt() {
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
   if (plan_.config.verbose) {
-    print_line(describe_attempt_start(view_.attempt, state_.restart_count, plan_.config.max_restarts, static_cast<int>(count)));
+    print_line(describe_attempt_start(place_.attempt, state_.restart_count, plan_.config.max_restarts, static_cast<int>(count)));
   }
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}};
-    auto dir = logs_->worker_dir(view_.attempt, worker.spec.local_rank);
+    auto dir = logs_->worker_dir(place_.attempt, worker.spec.local_rank);
     worker.spec.error_file = (dir / "error.json").string();
     worker.spec.progress_file = (dir / "progress").string();
     add_python_hooks(worker.spec, dir);
     failure_record_.set_error_file(worker.spec.local_rank, worker.spec.error_file);
     local_rank_starting_ = worker.spec.local_rank;
-    worker.routes = workers_.open_routes(worker.spec.local_rank, view_.rank_base + worker.spec.local_rank, dir, *console_);
+    worker.routes = workers_.open_routes(worker.spec.local_rank, place_.rank_base + worker.spec.local_rank, dir, *console_);
     workers_.preparing(worker.spec);
     return worker;
   });
@@ -308,7 +308,7 @@ void Agent::on_worker_exit(const WorkerExit& exit) {
   if (guardian_) guardian_->forget(exit.pid);
   terminal_->remove_stdin_target(exit.pid);
   record_worker_exited(exit);
-  dispatch(event::WorkerExited{exit, view_.rank_base + exit.local_rank});
+  dispatch(event::WorkerExited{exit, place_.rank_base + exit.local_rank});
 }
 
 void Agent::wait_stop_signals() {

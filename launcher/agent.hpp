@@ -192,7 +192,7 @@ class Agent {
 
   /// This attempt's place in the job (single node: rank base 0, one node). `attempt` is the log
   /// folder's attempt_<n>: the restart count, or the round (multi-node).
-  AttemptView view_;
+  AttemptView place_;
 
   std::unique_ptr<NodeRounds> rounds_;  ///< multi-node only
   std::unique_ptr<JobTerminal> terminal_;  ///< made as run() starts, once the console exists
@@ -223,10 +223,10 @@ class Agent {
   // What the observability wings (agent_status, agent_hang, agent_board, agent_endpoint,
   // agent_events) read by their old names, until they are classes of their own (issue 24): aliases
   // of the state above, not state. Not to be used by new code.
-  int& rank_base_ = view_.rank_base;
-  int& world_size_ = view_.world_size;
-  int& group_rank_ = view_.group_rank;
-  int& attempt_ = view_.attempt;
+  int& rank_base_ = place_.rank_base;
+  int& world_size_ = place_.world_size;
+  int& group_rank_ = place_.group_rank;
+  int& attempt_ = place_.attempt;
   const std::vector<WorkerFailure>& failures_ = failure_record_.failures();
   rendezvous::NodeMembership* membership_ = nullptr;  ///< the rounds' membership while the loop runs
 

@@ -34,15 +34,15 @@ void Agent::start_rendezvous() {
 
 void Agent::enter_round(const RoundDecision& decision) {
   const RoundPlace place = rounds_->enter(decision);
-  view_ = place.view;
+  place_ = place.view;
   master_ = place.master;
   event_node_rank_ = group_rank_;
   record_event({.kind = JobEventKind::round_formed,
                 .detail = {{"round", decision.round},
-                           {"nodes", view_.group_world_size},
-                           {"world_size", view_.world_size},
+                           {"nodes", place_.group_world_size},
+                           {"world_size", place_.world_size},
                            {"restart_count", decision.restart_count},
-                           {"group_rank", view_.group_rank}}});
+                           {"group_rank", place_.group_rank}}});
   record_round_events(decision);
   open_board(decision);
   for (const auto& line : describe_round_entry(decision, place, plan_.config.topology.nproc_per_node, plan_.config.verbose)) {
@@ -52,7 +52,7 @@ void Agent::enter_round(const RoundDecision& decision) {
 
 void Agent::close_round() {
   close_board();
-  rounds_->close(view_.group_rank);
+  rounds_->close(place_.group_rank);
   // The workers' keys of the ended attempt: the next one has its own prefix and never reads them,
   // but a job of many rounds should not keep every round's. This node's workers are gone, and no
   // worker of the next round can start before this node joins it (a static round needs every node).
