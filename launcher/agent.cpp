@@ -7,21 +7,22 @@
 #include <utility>
 
 #include "launcher/agent_support.hpp"
-#include "launcher/observe/capture_queue.hpp"
 #include "launcher/output/console.hpp"
 #include "launcher/base/errors.hpp"
-#include "launcher/observe/event_log.hpp"
 #include "launcher/report/failure_rule.hpp"
 #include "launcher/forward_rule.hpp"
 #include "launcher/workers/guardian.hpp"
-#include "launcher/observe/hang_rule.hpp"
 #include "launcher/workers/job_cgroup.hpp"
 #include "launcher/workers/reaper.hpp"
 #include "launcher/fleet/session_watch.hpp"
 #include "launcher/base/signal_names.hpp"
-#include "launcher/observe/stack_capture.hpp"
-#include "launcher/observe/status_endpoint.hpp"
-#include "launcher/observe/status_monitor.hpp"
+#include "launcher/observe/board_link.hpp"
+#include "launcher/observe/event_recorder.hpp"
+#include "launcher/observe/hang_summary.hpp"
+#include "launcher/observe/hang_watch.hpp"
+#include "launcher/observe/node_stacks.hpp"
+#include "launcher/observe/status_service.hpp"
+#include "launcher/observe/status_watch.hpp"
 #include "launcher/rounds/node_rounds.hpp"
 #include "launcher/terminal/job_terminal.hpp"
 #include "launcher/terminal/terminal_window.hpp"
@@ -102,7 +103,7 @@ void Agent::perform(const SupervisorAction& action) {
     void operator()(const action::PrintFailureSummary&) const { a.print_failure_summary(); }
     void operator()(const action::Finish& f) const { a.finish(f.impatient); }  // run() returns state_.exit_status
     void operator()(const action::StopLoop&) const { a.io_.stop(); }
-    void operator()(const action::CaptureStacks&) const { a.capture_stacks(); }
+    void operator()(const action::CaptureStacks&) const { a.hang_->capture(); }
   };
   std::visit(Performer{*this}, action);
 }
@@ -116,7 +117,18 @@ int Agent::run() {
   plan_.env[kGuardianMarkVariable] = marker;
   guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
   console_.emplace(io_);
-  open_event_log();
+  JobFacts facts;
+  facts.run_id = config.rdzv_id;
+  facts.host = plan_.hostname;
+  facts.nproc_per_node = config.topology.nproc_per_node;
+  facts.min_nodes = config.topology.min_nodes;
+  facts.max_nodes = config.topology.max_nodes;
+  facts.max_restarts = config.max_restarts;
+  facts.command = plan_.command.argv;
+  facts.multi_node = config.topology.multi_node;
+  if (config.rendezvous.is_static) facts.static_node_rank = config.topology.node_rank;
+  events_ = std::make_unique<EventRecorder>(io_, std::move(facts), place_, [](const std::string& line) { print_line(line); });
+  events_->open_log(config.events_file);  // before anything starts: an unusable file fails the job at once
   // A pty per worker, ddprun's stdin forwarded, the window size passed on, Ctrl-Z for the job.
   JobTerminalHandlers terminal;
   terminal.signal_workers = [this](int signo) {
@@ -145,7 +157,18 @@ int Agent::run() {
   forwarded_signals_.emplace(io_, caught, [this](const SignalOrigin& origin) { on_forwarded_signal(origin); });
   wait_child_exits();
   wait_stop_signals();
-  start_status();
+  StatusWatchSettings status;
+  status.block = config.status != StatusMode::off;
+  status.block_insisted = config.status == StatusMode::on;
+  status.color = use_color(plan_.env, console_->out().fd());
+  status.interval_s = config.status_interval_s;
+  status.samples_wanted = config.hang_timeout_s > 0 || config.status_port.has_value();
+  status.host = plan_.hostname;
+  status.nproc_per_node = config.topology.nproc_per_node;
+  status_ = std::make_unique<StatusWatch>(io_, console_->out(), std::move(status), place_, *events_,
+                                          [this](std::vector<WorkerView>& workers) {
+                                            if (group_) group_->describe(workers);
+                                          });
   // Started over ssh by a launching ddprun (--hostfile): its session ending stops the job as SIGHUP does.
   auto session = watch_session(io_, plan_.env, [this](const std::string& why) {
     print_line(why);
@@ -160,7 +183,7 @@ int Agent::run() {
     start_store();
   }
   logs_.emplace(config.log_dir, config.rdzv_id);
-  start_status_endpoint();
+  start_observers();
   if (config.verbose) print_launch_config(plan_, master_, *logs_);
 
   if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
@@ -169,7 +192,7 @@ int Agent::run() {
     for (const auto& line : workers_.plan_numa_binding()) print_line(line);
   }
 
-  record_job_started();
+  events_->job_started();
   try {
     dispatch(event::Started{});
     io_.run();
@@ -183,7 +206,6 @@ int Agent::run() {
   io_.poll();
 
   clean_up();
-  membership_ = nullptr;
   if (rounds_) rounds_->drop_membership();  // its connections close before the stores they may be talking to
   io_.restart();
   io_.poll();  // what the membership's cancelled operations left to run
@@ -203,6 +225,41 @@ void Agent::clean_up() {
   // The guardian stays until ddprun exits, and then has nothing to do.
   if (guardian_) guardian_->mark_clean();
   console_.reset();  // ddprun's last lines (after run) are written directly
+}
+
+void Agent::start_observers() {
+  const LaunchConfig& config = plan_.config;
+  stacks_ = std::make_unique<NodeStacks>(io_, *logs_, place_);
+  board_ = std::make_unique<BoardLink>(io_, config.rendezvous.run_id, place_, *status_, *stacks_);
+  HangWatch::Callbacks on_hang;
+  on_hang.on_hang = [this](double idle, double timeout) { dispatch(event::HangDetected{idle, timeout}); };
+  on_hang.on_captured = [this] { dispatch(event::StacksCaptured{}); };
+  hang_ = std::make_unique<HangWatch>(HangWatchSettings{config.hang_timeout_s, config.hang_action, plan_.hostname}, place_,
+                                      *logs_, *events_, *status_, *stacks_, *board_, std::move(on_hang));
+  status_->add_listener([this](const NodeStatus& node) { hang_->on_sample(node); });
+  status_->add_listener([this](const NodeStatus& node) { board_->on_sample(node); });
+  StatusServiceSettings service;
+  service.run_id = config.rdzv_id;
+  service.host = plan_.hostname;
+  service.command = run_command_line(config.program, config.program_args);
+  service.token = config.store_token;
+  service.status_host = config.status_host;
+  service.status_port = config.status_port;
+  endpoint_ = std::make_unique<StatusService>(io_, std::move(service), plan_.env, *logs_, place_, *status_, *events_,
+                                              *stacks_, *board_);
+  endpoint_->start();
+}
+
+void Agent::print_failure_summary() {
+  const std::vector<WorkerFailure>& failures = failure_record_.failures();
+  if (!failures.empty() || state_.hang.empty()) write_stderr(format_failure_summary(plan_.config.program, failures));
+  if (state_.hang.empty()) return;
+  HangReport report;
+  report.program = plan_.config.program;
+  report.hang = state_.hang;
+  report.action = state_.hang_action;
+  hang_->fill(report);
+  write_stderr(format_hang_summary(report));
 }
 
 void Agent::start_store() {
@@ -230,7 +287,11 @@ void Agent::start_store() {
 void Agent::start_attempt() {
   if (!plan_.config.topology.multi_node) place_.attempt = state_.restart_count;
   place_.restarts = state_.restart_count;
-  record_restart();
+  std::optional<std::pair<int, int>> first_failure;  // the last attempt's, before they are cleared
+  if (const auto& failures = failure_record_.failures(); !failures.empty()) {
+    first_failure = {failures.front().rank, failures.front().exitcode};
+  }
+  events_->group_starting(first_failure);
 
   AttemptFacts facts;
   facts.place = place_;
@@ -248,12 +309,13 @@ void Agent::start_attempt() {
   failure_record_.count_oom_kills_from_now();
   WorkerGroupHandlers handlers;
   handlers.on_exit = [this](const WorkerExit& exit) {
-    status_worker_exited(exit);
+    status_->worker_exited(exit.local_rank, exit.exitcode, exit.stop_signal_sent != 0 || exit.kill_sent);
     on_worker_exit(exit);
   };
   handlers.on_done = [this] {
     // The group's own handler is on the stack: let it go once this event is over.
     asio::post(io_, [retired = std::move(group_)] {});
+    status_->attempt_ended();
     workers_.close_attempt_files();
     dispatch(event::GroupDone{});
   };
@@ -261,7 +323,7 @@ void Agent::start_attempt() {
   handlers.on_log_error = [this](const LogWriteError& error) { print_line(failure_record_.log_error(error)); };
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
-    if (local_rank_starting_) record_worker_started(*std::exchange(local_rank_starting_, std::nullopt), pgid);
+    if (local_rank_starting_) events_->worker_started(*std::exchange(local_rank_starting_, std::nullopt), pgid);
     if (auto line = workers_.started(pgid)) print_line(*line);  // -v
   };
   handlers.on_stdin = [this](pid_t pid, int fd, bool pty) { terminal_->add_stdin_target(pid, fd, pty); };
@@ -270,7 +332,7 @@ void Agent::start_attempt() {
   spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
   spawn_settings.window = terminal_window();
   group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), plan_.env, spawn_settings);
-  status_attempt_started();
+  status_->attempt_started();
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
@@ -282,7 +344,11 @@ void Agent::start_attempt() {
     auto dir = logs_->worker_dir(place_.attempt, worker.spec.local_rank);
     worker.spec.error_file = (dir / "error.json").string();
     worker.spec.progress_file = (dir / "progress").string();
-    add_python_hooks(worker.spec, dir);
+    if (auto hooks = stacks_->python_hooks(dir)) {
+      worker.spec.python_dir = hooks->python_dir;
+      worker.spec.python_stacks_file = hooks->python_stacks_file;
+      worker.spec.stacks_signal = hooks->stacks_signal;
+    }
     failure_record_.set_error_file(worker.spec.local_rank, worker.spec.error_file);
     local_rank_starting_ = worker.spec.local_rank;
     worker.routes = workers_.open_routes(worker.spec.local_rank, place_.rank_base + worker.spec.local_rank, dir, *console_);
@@ -307,7 +373,8 @@ void Agent::wait_child_exits() {
 void Agent::on_worker_exit(const WorkerExit& exit) {
   if (guardian_) guardian_->forget(exit.pid);
   terminal_->remove_stdin_target(exit.pid);
-  record_worker_exited(exit);
+  events_->worker_exited({exit.local_rank, exit.pid, exit.exitcode, exit.stop_signal_sent,
+                          failed_on_its_own(exit.exitcode, exit.stop_signal_sent, exit.kill_sent)});
   dispatch(event::WorkerExited{exit, place_.rank_base + exit.local_rank});
 }
 
@@ -344,16 +411,16 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
 }
 
 void Agent::finish(bool impatient) {
-  record_job_finished();
+  events_->job_finished(state_.exit_status, state_.restart_count);
   if (auto warning = failure_record_.incomplete_logs_warning()) print_line(*warning);
-  end_status();  // the block off the terminal, so that the last lines end the screen
+  board_->close();  // its store connection too: the store's host waits for its clients to leave
+  status_->end();   // the block off the terminal, so that the last lines end the screen
   // The last lines (a summary, the workers' last output) go out before ddprun exits, as all of
   // them do: a paused pager gets them when it resumes. The wait never blocks the loop, so a signal
   // ends it: then the user wants ddprun gone, and a stalled console gets a moment only.
   console_->when_drained([this] {
     // The job's last events reach a slow reader of --events too, if it takes them soon.
-    if (!event_log_) return io_.stop();
-    event_log_->when_drained([this] { io_.stop(); }, std::chrono::seconds(2));
+    events_->when_drained([this] { io_.stop(); }, std::chrono::seconds(2));
   });
   if (impatient) give_up_on_a_stalled_console();
 }

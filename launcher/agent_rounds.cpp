@@ -4,7 +4,10 @@
 /// the agent applies a round to itself: its ranks, its store, and what it records of the round.
 #include "launcher/agent.hpp"
 #include "launcher/agent_support.hpp"
+#include "launcher/observe/board_link.hpp"
+#include "launcher/observe/event_recorder.hpp"
 #include "launcher/rounds/node_rounds.hpp"
+#include "rendezvous/node_membership.hpp"
 #include "rendezvous/store_server.hpp"
 
 namespace ddprun::launcher {
@@ -16,7 +19,7 @@ void Agent::start_rendezvous() {
   RoundHandlers handlers;
   handlers.on_round = [this](const RoundDecision& decision) { dispatch(event::RoundFormed{decision}); };
   handlers.on_round_end = [this](int round, const RoundEnd& end) {
-    record_round_end(end);
+    events_->round_ended(end, state_.node_id);
     dispatch(event::RoundEnded{round, end});
   };
   handlers.on_error = [this](const std::string& message, bool told_to_every_node) {
@@ -29,29 +32,21 @@ void Agent::start_rendezvous() {
   store_ = std::move(started.hosted_store);
   state_.node_id = std::move(started.node_id);
   state_.node_description = std::move(started.node_description);
-  membership_ = &rounds_->membership();
 }
 
 void Agent::enter_round(const RoundDecision& decision) {
   const RoundPlace place = rounds_->enter(decision);
   place_ = place.view;
   master_ = place.master;
-  event_node_rank_ = group_rank_;
-  record_event({.kind = JobEventKind::round_formed,
-                .detail = {{"round", decision.round},
-                           {"nodes", place_.group_world_size},
-                           {"world_size", place_.world_size},
-                           {"restart_count", decision.restart_count},
-                           {"group_rank", place_.group_rank}}});
-  record_round_events(decision);
-  open_board(decision);
+  events_->round_formed(decision);
+  board_->open(decision.round, static_cast<int>(decision.nodes.size()), rounds_->membership().stores());
   for (const auto& line : describe_round_entry(decision, place, plan_.config.topology.nproc_per_node, plan_.config.verbose)) {
     print_line(line);
   }
 }
 
 void Agent::close_round() {
-  close_board();
+  board_->close();
   rounds_->close(place_.group_rank);
   // The workers' keys of the ended attempt: the next one has its own prefix and never reads them,
   // but a job of many rounds should not keep every round's. This node's workers are gone, and no

@@ -10,9 +10,6 @@
 
 namespace ddprun::launcher {
 
-/// One line of ddprun's own on stderr, prefixed so that it stands out among the workers' lines.
-inline void print_line(const std::string& text) { write_stderr("ddprun: " + text + "\n"); }
-
 /// --shutdown-timeout as a duration.
 inline std::chrono::milliseconds grace_of(const LaunchConfig& config) {
   return std::chrono::milliseconds(static_cast<long long>(config.shutdown_timeout_s * 1000.0));

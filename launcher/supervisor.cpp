@@ -324,11 +324,6 @@ std::vector<SupervisorAction> next(SupervisorState& state, const SupervisorEvent
   return actions;
 }
 
-std::string describe_exitcode(int exitcode) {
-  if (exitcode < 0) return "killed by " + signal_name(-exitcode);
-  return "exit code " + std::to_string(exitcode);
-}
-
 namespace {
 struct ActionDescriber {
   std::string operator()(const action::StartGroup&) const { return "start"; }

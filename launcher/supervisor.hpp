@@ -183,7 +183,5 @@ std::vector<SupervisorAction> next(SupervisorState& state, const SupervisorEvent
 /// "stop(SIGTERM)", "print(rank 1 failed ...)", "finish(1)": an action as tests and -v show it.
 std::string describe_action(const SupervisorAction& action);
 
-/// "exit code 3" or "killed by SIGKILL".
-std::string describe_exitcode(int exitcode);
 
 }  // namespace ddprun::launcher

@@ -11,10 +11,11 @@ ddprun puts this module on its workers' PYTHONPATH, so a script started by ddpru
 installation and no dependency. Started otherwise (DDPRUN_PROGRESS_FILE unset), report() does
 nothing, so a script keeps working without ddprun.
 
-It writes the worker's progress file, DDPRUN_PROGRESS_FILE, with the layout and the seqlock of
-ddprun's C++ writer (worker_runtime/include/ddprun/progress.hpp, version 1): the file is mapped once,
-at the first report, and each report is a few stores into the mapping; no system call, nothing
-sent, nothing that can block. A report equal to the last one writes nothing.
+It writes the worker's progress file, DDPRUN_PROGRESS_FILE, with the layout and the seqlock that
+common/progress_layout.hpp of ddprun's sources defines (version 1), as ddprun's C++ writer does (a
+test, tests/runtime/progress_layout_test.cpp, runs both and compares the bytes). The file is mapped
+once, at the first report, and each report is a few stores into the mapping; no system call,
+nothing sent, nothing that can block. A report equal to the last one writes nothing.
 
 report() never raises into training: if the file cannot be opened or a value cannot be written (a
 step that is not an integer), it says so once on stderr and does nothing from then on. A process
@@ -31,7 +32,7 @@ import time as _time
 
 __all__ = ["report", "enabled"]
 
-# The file, version 1 (offsets in bytes; see progress.hpp).
+# The file, version 1 (offsets in bytes; common/progress_layout.hpp defines them, a test holds this to it).
 _MAGIC = 0x3147525052504444  # "DDPRPRG1" as little-endian bytes
 _VERSION = 1
 _SIZE = 512

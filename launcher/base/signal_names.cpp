@@ -31,4 +31,9 @@ std::optional<int> signal_from_name(std::string_view name) {
   return std::nullopt;
 }
 
+std::string describe_exitcode(int exitcode) {
+  if (exitcode < 0) return "killed by " + signal_name(-exitcode);
+  return "exit code " + std::to_string(exitcode);
+}
+
 }  // namespace ddprun::launcher

@@ -2,10 +2,8 @@
 /// The agent's side of a worker's progress file (DDPRUN_PROGRESS_FILE): mapped read-only, read as a
 /// consistent snapshot under the writer's seqlock.
 ///
-/// The file's layout and the seqlock are the contract written down in
-/// worker_runtime/include/ddprun/progress.hpp (version 1, 512 bytes); the launcher does not link
-/// the worker runtime, so the offsets are repeated here and checked by a test against a file laid
-/// out by hand and against the runtime's own writer.
+/// The file's layout and the seqlock are common/progress_layout.hpp (version 1, 512 bytes), the one
+/// definition the runtime's writer uses too; the launcher does not link the worker runtime.
 ///
 /// Unlike the runtime's reader, this one never waits: it is called on the agent's loop. A writer
 /// caught in the middle of a write (or one that died there, leaving the sequence odd) costs a few
@@ -15,18 +13,12 @@
 #include <optional>
 #include <string>
 
+#include "common/progress_layout.hpp"
 #include "launcher/base/unique_fd.hpp"
 
 namespace ddprun::launcher {
 
-namespace progress_layout {
-inline constexpr std::uint64_t kMagic = 0x3147525052504444ull;  // "DDPRPRG1" as little-endian bytes
-inline constexpr std::uint32_t kVersion = 1;
-inline constexpr std::size_t kFileSize = 512;
-inline constexpr std::size_t kMaxText = 256;
-inline constexpr std::size_t kMagicAt = 0, kVersionAt = 8, kSizeAt = 12, kPidAt = 16, kSequenceAt = 24,
-                             kStepAt = 32, kSamplesAt = 40, kTimestampAt = 48, kTextLengthAt = 56, kTextAt = 64;
-}  // namespace progress_layout
+namespace progress_layout = common::progress_layout;
 
 /// One consistent view of a progress file.
 struct ProgressRecord {

@@ -4,6 +4,7 @@
 /// instead of blocking the loop. Before and after, ddprun's lines are written directly.
 #include <boost/asio/io_context.hpp>
 #include <memory>
+#include <string>
 #include <string_view>
 
 #include "launcher/output/console_writer.hpp"
@@ -33,5 +34,8 @@ class ConsoleOutput {
 /// Writes `text` to ddprun's stderr: through the installed ConsoleOutput when there is one (never
 /// blocking), directly otherwise.
 void write_stderr(std::string_view text);
+
+/// One line of ddprun's own on stderr, prefixed so that it stands out among the workers' lines.
+inline void print_line(const std::string& text) { write_stderr("ddprun: " + text + "\n"); }
 
 }  // namespace ddprun::launcher

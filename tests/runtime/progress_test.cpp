@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/progress_layout.hpp"
 #include "ddprun/error.hpp"
 
 namespace ddprun {
@@ -65,7 +66,7 @@ void enter_strict_seccomp() {
 
 TEST_F(Progress, ReaderSeesWhatTheWriterPublished) {
   ProgressReader reader(path_);  // the agent's side may come first: it creates the file
-  EXPECT_EQ(fs::file_size(path_), progress::kFileSize);
+  EXPECT_EQ(fs::file_size(path_), common::progress_layout::kFileSize);
   EXPECT_FALSE(reader.read()) << "nothing published yet";
 
   ProgressWriter writer(path_);

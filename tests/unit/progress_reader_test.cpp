@@ -1,5 +1,5 @@
 // The agent's reader of a worker's progress file, against files laid out by hand as the contract in
-// worker_runtime/include/ddprun/progress.hpp says (offsets, magic, seqlock): a published record, a
+// common/progress_layout.hpp says (offsets, magic, seqlock): a published record, a
 // file with nothing published, files of another format refused, a write caught in the middle
 // retried, a writer that died mid-write, a file cut short after it was mapped, and a writer thread
 // publishing while the reader reads.

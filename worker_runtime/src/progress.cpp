@@ -14,40 +14,19 @@
 #include <cstring>
 #include <thread>
 
+#include "common/progress_layout.hpp"
 #include "ddprun/error.hpp"
 
 namespace ddprun {
 namespace {
 
-using progress::kFileSize;
-using progress::kMagic;
-using progress::kMaxText;
-using progress::kVersion;
+using common::progress_layout::kFileSize;
+using common::progress_layout::kMagic;
+using common::progress_layout::kMaxText;
+using common::progress_layout::kTextWords;
+using common::progress_layout::kVersion;
+using common::progress_layout::Record;
 
-constexpr std::size_t kTextWords = kMaxText / 8;
-
-/// The file, as the header documents it. Every access goes through std::atomic_ref: two
-/// processes share it.
-struct Record {
-  std::uint64_t magic;
-  std::uint32_t version;
-  std::uint32_t size;
-  std::int32_t pid;
-  std::uint32_t reserved0;
-  std::uint64_t sequence;
-  std::int64_t step;
-  std::int64_t samples;
-  std::int64_t timestamp_ns;
-  std::uint32_t text_length;
-  std::uint32_t reserved1;
-  std::uint64_t text[kTextWords];
-  unsigned char reserved2[192];
-};
-static_assert(sizeof(Record) == kFileSize);
-static_assert(offsetof(Record, version) == 8 && offsetof(Record, size) == 12 && offsetof(Record, pid) == 16);
-static_assert(offsetof(Record, sequence) == 24 && offsetof(Record, step) == 32 && offsetof(Record, samples) == 40);
-static_assert(offsetof(Record, timestamp_ns) == 48 && offsetof(Record, text_length) == 56);
-static_assert(offsetof(Record, text) == 64 && offsetof(Record, reserved2) == 320);
 static_assert(std::atomic_ref<std::uint64_t>::is_always_lock_free && std::atomic_ref<std::uint32_t>::is_always_lock_free,
               "a shared-memory seqlock needs lock-free (address-free) atomics");
 

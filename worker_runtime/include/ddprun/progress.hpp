@@ -17,29 +17,9 @@
 /// seccomp's strict mode.
 /// Nothing is sent: a hung worker cannot block on it, and the agent cannot be flooded by it.
 ///
-/// File layout, version 1: 512 bytes, native byte order (little-endian on x86-64 and AArch64),
-/// every field naturally aligned and accessed with atomic loads and stores.
-///   offset size field
-///        0    8 magic          "DDPRPRG1" as bytes (0x3147525052504444 as a little-endian u64)
-///        8    4 version        1
-///       12    4 size           512, the file's length
-///       16    4 pid            the writing worker's pid (0 until a worker opened the file)
-///       20    4 reserved       0
-///       24    8 sequence       seqlock counter: odd while a write is in progress;
-///                              generation = sequence / 2 = the number of changes published
-///       32    8 step           int64, as reported
-///       40    8 samples        int64, as reported
-///       48    8 timestamp_ns   CLOCK_MONOTONIC_COARSE of the last change, in ns: the monotonic
-///                              clock at a tick's resolution (1-4 ms), the same in every process
-///                              of the host; the agent compares it with its own CLOCK_MONOTONIC
-///       56    4 text_length    bytes of text, <= 256
-///       60    4 reserved       0
-///       64  256 text           UTF-8, not NUL-terminated; a longer text is cut at a character
-///                              boundary
-///      320  192 reserved       0
-/// Writer: sequence += 1 (odd), release fence, store the fields, sequence += 1 (even, release).
-/// Reader: s1 = sequence (acquire); if odd, retry; load the fields; acquire fence; if sequence != s1,
-/// retry. Only one process writes a file; threads of that process take turns with a mutex.
+/// The file's layout (512 bytes, version 1) and its seqlock are ddprun's own contract between this
+/// writer and the launcher's reader, defined once in common/progress_layout.hpp of ddprun's
+/// sources (not installed: no program needs it to report).
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -50,14 +30,10 @@ namespace ddprun {
 
 namespace progress {
 
-inline constexpr std::uint64_t kMagic = 0x3147525052504444ull;  // "DDPRPRG1"
-inline constexpr std::uint32_t kVersion = 1;
-inline constexpr std::size_t kFileSize = 512;
-inline constexpr std::size_t kMaxText = 256;
-
 /// Publishes this worker's progress to DDPRUN_PROGRESS_FILE. `text` replaces the previous text
-/// ({} clears it). Does nothing when the variable is unset; when the file cannot be opened, says so
-/// once on stderr and does nothing from then on (progress must never stop training). Thread-safe.
+/// ({} clears it); a text longer than 256 bytes is cut at a character boundary. Does nothing when
+/// the variable is unset; when the file cannot be opened, says so once on stderr and does nothing
+/// from then on (progress must never stop training). Thread-safe.
 void report(std::int64_t step, std::int64_t samples, std::string_view text = {});
 
 /// Whether report() publishes (DDPRUN_PROGRESS_FILE set and its file mapped). Opens it when needed.
@@ -68,7 +44,7 @@ bool enabled();
 /// The worker's side of one progress file.
 class ProgressWriter {
  public:
-  /// Maps `path`, creating it (and growing it to progress::kFileSize) when needed, and stamps the
+  /// Maps `path`, creating it (and growing it to the layout's size) when needed, and stamps the
   /// header with this process's pid. Throws ddprun::Error with the errno text when it cannot.
   explicit ProgressWriter(const std::string& path);
   ~ProgressWriter();
@@ -98,7 +74,7 @@ struct ProgressSnapshot {
 /// The agent's side of one progress file.
 class ProgressReader {
  public:
-  /// Opens `path` read-only for reading, creating it zeroed (progress::kFileSize bytes) when it does
+  /// Opens `path` read-only for reading, creating it zeroed (the layout's size) when it does
   /// not exist yet: the agent may set it up before it starts the worker. Throws ddprun::Error with
   /// the errno text when it cannot.
   explicit ProgressReader(const std::string& path);

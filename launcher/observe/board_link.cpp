@@ -1,29 +1,16 @@
-// The Agent's job board (multi-node jobs): each round has a JobBoard on the rendezvous store
-// (rendezvous/job_board.hpp). Each status sample publishes this node's status there (bounded,
-// board_status.hpp), reads the other nodes' into a cache the status endpoint serves with this
-// node's own fresh sample, and looks for a new stack request: a request asked of any agent
-// (`ddprun stacks`, /api/stacks) is answered by every agent with its own ranks' stacks, and the
-// asking agent serves them all.
-//
-// StatusSource::status() is synchronous: it serves the cache, refreshed from the board once a
-// second, so another node's ranks are at most about two seconds old.
-#include <algorithm>
-#include <utility>
-#include <boost/asio/post.hpp>
+#include "launcher/observe/board_link.hpp"
 
-#include "launcher/agent.hpp"
-#include "launcher/agent_support.hpp"
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <utility>
+
 #include "launcher/observe/board_status.hpp"
-#include "launcher/observe/capture_queue.hpp"
+#include "launcher/observe/node_stacks.hpp"
 #include "launcher/observe/stack_capture.hpp"
 #include "launcher/observe/stack_digest.hpp"
-#include "launcher/observe/status_http.hpp"
 #include "launcher/observe/status_json.hpp"
 #include "launcher/observe/status_monitor.hpp"
-#include "launcher/base/terminal_safe.hpp"
-#include "rendezvous/endpoint.hpp"
-#include "rendezvous/job_board.hpp"
-#include "rendezvous/node_membership.hpp"
+#include "launcher/observe/status_watch.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -88,31 +75,39 @@ std::vector<double> peer_step_rates(const std::vector<NodeStatus>& others) {
 
 }  // namespace
 
-void Agent::open_board(const rendezvous::RoundDecision& decision) {
-  close_board();
+BoardLink::BoardLink(boost::asio::io_context& io, std::string run_id, const AttemptView& attempt, StatusWatch& status,
+                     NodeStacks& stacks)
+    : io_(io), run_id_(std::move(run_id)), attempt_(attempt), status_(status), stacks_(stacks) {}
+
+BoardLink::~BoardLink() = default;
+
+void BoardLink::open(int round, int nodes, rendezvous::StoreFactory stores) {
+  close();
   rendezvous::JobBoard::Options options;
-  options.stores = membership_->stores();  // the rendezvous store's (a TCPStore or etcd-v3)
-  options.run_id = plan_.config.rendezvous.run_id;
+  options.stores = std::move(stores);  // the rendezvous store's (a TCPStore or etcd-v3)
+  options.run_id = run_id_;
   board_ = std::make_unique<rendezvous::JobBoard>(io_, std::move(options));
-  board_round_ = decision.round;
-  board_nodes_ = static_cast<int>(decision.nodes.size());
+  round_ = round;
+  nodes_ = nodes;
   // The other nodes read this node's status whether or not anyone here looks: sample from now on.
-  ensure_status_samples();
+  status_.ensure_samples();
 }
 
-void Agent::close_board() {
+void BoardLink::close() {
   board_.reset();  // its handlers are never called after this
-  board_reading_ = false;
-  board_checking_ = false;
-  board_others_.clear();
-  if (monitor_) monitor_->set_peer_rates({});
-  board_answered_ = 0;
-  board_own_requests_.clear();
+  reading_ = false;
+  checking_ = false;
+  others_.clear();
+  if (StatusMonitor* monitor = status_.monitor()) monitor->set_peer_rates({});
+  answered_ = 0;
+  own_requests_.clear();
   // A hang's gather that dies with the board: the hang goes on without the other nodes' stacks.
-  if (auto then = std::exchange(hang_gather_then_, nullptr)) boost::asio::post(io_, std::move(then));
+  if (auto done = std::exchange(hang_gather_done_, nullptr)) {
+    boost::asio::post(io_, [done = std::move(done)] { done(std::nullopt); });
+  }
   // Requests of the round that ended: the next round's board has other nodes, and they ask again.
-  auto waiting = std::move(board_stacks_waiting_);
-  board_stacks_waiting_.clear();
+  auto waiting = std::move(stacks_waiting_);
+  stacks_waiting_.clear();
   if (!waiting.empty()) {
     StacksReply reply;
     reply.error = "the round ended while the stacks were being gathered; ask again";
@@ -122,74 +117,67 @@ void Agent::close_board() {
   }
 }
 
-void Agent::board_sample(const NodeStatus& node) {
+void BoardLink::on_sample(const NodeStatus& node) {
   if (!board_) return;
-  const int round = board_round_;
-  board_->publish_status(round, group_rank_, board_status_json(node));
-  if (!board_reading_) {
-    board_reading_ = true;
-    board_->read_statuses(round, board_nodes_, [this](rendezvous::BoardRead read) {
-      board_reading_ = false;
+  const int round = round_;
+  const int self = attempt_.group_rank;
+  board_->publish_status(round, self, board_status_json(node));
+  if (!reading_) {
+    reading_ = true;
+    board_->read_statuses(round, nodes_, [this, self](rendezvous::BoardRead read) {
+      reading_ = false;
       if (!read.error.empty()) return;  // the cache stays as it was; the next sample reads again
       std::vector<NodeStatus> others;
       for (std::size_t i = 0; i < read.entries.size(); ++i) {
-        if (static_cast<int>(i) == group_rank_ || !read.entries[i]) continue;
+        if (static_cast<int>(i) == self || !read.entries[i]) continue;
         try {
           others.push_back(node_status_from_json(nlohmann::json::parse(*read.entries[i])));
         } catch (const nlohmann::json::exception&) {
           // Not a status (another version's?): that node is left out, not the job.
         }
       }
-      board_others_ = std::move(others);
-      if (monitor_) monitor_->set_peer_rates(peer_step_rates(board_others_));
+      others_ = std::move(others);
+      if (StatusMonitor* monitor = status_.monitor()) monitor->set_peer_rates(peer_step_rates(others_));
     });
   }
-  if (!board_checking_) {
-    board_checking_ = true;
+  if (!checking_) {
+    checking_ = true;
     board_->latest_stack_request(round, [this](std::int64_t request, const std::string& error) {
-      board_checking_ = false;
-      if (error.empty() && request > board_answered_) answer_stack_request(request);
+      checking_ = false;
+      if (error.empty() && request > answered_) answer_stack_request(request);
     });
   }
 }
 
-void Agent::add_board_nodes(JobStatus& job) const {
+void BoardLink::add_nodes(JobStatus& job) const {
   if (!board_) return;
-  for (const NodeStatus& node : board_others_) job.nodes.push_back(node);
+  for (const NodeStatus& node : others_) job.nodes.push_back(node);
   std::stable_sort(job.nodes.begin(), job.nodes.end(),
                    [](const NodeStatus& a, const NodeStatus& b) { return a.node_rank < b.node_rank; });
 }
 
-void Agent::capture_own_stacks(std::function<void(std::vector<RankStacks>)> done) {
-  std::vector<StackTarget> targets;
-  if (monitor_) targets = stack_targets(monitor_->latest());
-  captures().on_demand(std::move(targets), [done](const std::vector<CapturedRank>& ranks) {
-    std::vector<RankStacks> stacks;
-    for (const CapturedRank& rank : ranks) stacks.push_back(rank.stacks);
-    done(std::move(stacks));
-  });
-}
-
-void Agent::answer_stack_request(std::int64_t latest) {
+void BoardLink::answer_stack_request(std::int64_t latest) {
   if (!board_) return;
-  const int round = board_round_;
+  const int round = round_;
   // Every request since the last one answered, but this node's own (its asker has its ranks at hand).
   std::vector<std::int64_t> requests;
-  for (std::int64_t request = std::max(board_answered_ + 1, latest - kRequestsAnsweredAtOnce + 1); request <= latest;
+  for (std::int64_t request = std::max(answered_ + 1, latest - kRequestsAnsweredAtOnce + 1); request <= latest;
        ++request) {
-    if (std::find(board_own_requests_.begin(), board_own_requests_.end(), request) == board_own_requests_.end()) {
+    if (std::find(own_requests_.begin(), own_requests_.end(), request) == own_requests_.end()) {
       requests.push_back(request);
     }
   }
-  board_answered_ = latest;
-  std::erase_if(board_own_requests_, [latest](std::int64_t request) { return request <= latest; });
+  answered_ = latest;
+  std::erase_if(own_requests_, [latest](std::int64_t request) { return request <= latest; });
   if (requests.empty()) return;
-  capture_own_stacks([this, round, requests](std::vector<RankStacks> stacks) {
-    if (!board_ || board_round_ != round) return;  // the round (and its board) ended meanwhile
+  stacks_.capture(status_.latest(), [this, round, requests](std::vector<RankStacks> stacks) {
+    if (!board_ || round_ != round) return;  // the round (and its board) ended meanwhile
     const std::string bytes = board_stacks_json(std::move(stacks));
-    for (std::int64_t request : requests) board_->publish_stacks(round, request, group_rank_, bytes);
+    for (std::int64_t request : requests) board_->publish_stacks(round, request, attempt_.group_rank, bytes);
   });
 }
+
+namespace {
 
 /// What the asking agent gathers: its own ranks (captured here, not through the board, whose
 /// operations run in order behind the read that waits for the others) and the others' answers.
@@ -198,17 +186,19 @@ struct BoardGather {
   std::optional<rendezvous::BoardRead> read;
 };
 
-void Agent::board_stacks(std::function<void(StacksReply)> done) {
-  board_stacks_waiting_.push_back(std::move(done));
-  if (board_stacks_waiting_.size() > 1) return;  // the request under way answers this one too
-  const int round = board_round_;
+}  // namespace
+
+void BoardLink::stacks(std::function<void(StacksReply)> done) {
+  stacks_waiting_.push_back(std::move(done));
+  if (stacks_waiting_.size() > 1) return;  // the request under way answers this one too
+  const int round = round_;
   auto gather = std::make_shared<BoardGather>();
   auto finish = [this, gather] {
     if (!gather->own || !gather->read) return;
-    StacksReply reply = job_stacks_reply(std::move(*gather->own), *gather->read, group_rank_);
-    auto waiting = std::move(board_stacks_waiting_);
-    board_stacks_waiting_.clear();
-    for (const auto& waiter : waiting) waiter(reply);  // in a handler already: never inside board_stacks
+    StacksReply reply = job_stacks_reply(std::move(*gather->own), *gather->read, attempt_.group_rank);
+    auto waiting = std::move(stacks_waiting_);
+    stacks_waiting_.clear();
+    for (const auto& waiter : waiting) waiter(reply);  // in a handler already: never inside stacks()
   };
   board_->request_stacks(round, [this, round, gather, finish](std::int64_t request, const std::string& error) {
     if (request <= 0) {
@@ -216,8 +206,8 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
       gather->read.emplace(rendezvous::BoardRead{{}, "cannot ask the other nodes for their stacks: " + error});
       return finish();
     }
-    board_own_requests_.push_back(request);  // this node answers here, not on the board
-    capture_own_stacks([gather, finish](std::vector<RankStacks> stacks) {
+    own_requests_.push_back(request);  // this node answers here, not on the board
+    stacks_.capture(status_.latest(), [gather, finish](std::vector<RankStacks> stacks) {
       gather->own = std::move(stacks);
       finish();
     });
@@ -228,42 +218,39 @@ void Agent::board_stacks(std::function<void(StacksReply)> done) {
   });
 }
 
-bool Agent::gather_hang_stacks(std::vector<RankStacks> own, std::function<void()> then) {
-  if (!board_ || board_nodes_ < 2) return false;
-  const int round = board_round_;
-  hang_gather_then_ = std::move(then);
+bool BoardLink::gather_hang_stacks(std::vector<RankStacks> own, std::function<void(std::optional<StacksReply>)> done) {
+  if (!board_ || nodes_ < 2) return false;
+  const int round = round_;
+  hang_gather_done_ = std::move(done);
   auto own_ranks = std::make_shared<std::vector<RankStacks>>(std::move(own));
-  board_->request_stacks(round, [this, round, own_ranks](std::int64_t request, const std::string& error) {
+  auto finish = [this](StacksReply reply) {
+    if (auto done = std::exchange(hang_gather_done_, nullptr)) done(std::move(reply));
+  };
+  board_->request_stacks(round, [this, round, own_ranks, finish](std::int64_t request, const std::string& error) {
     if (request <= 0) {
-      print_line("hang: cannot ask the other nodes for their stacks: " + error);
-      return finish_hang_gather();
+      StacksReply failed;
+      failed.error = "cannot ask the other nodes for their stacks: " + error;
+      return finish(std::move(failed));
     }
-    board_own_requests_.push_back(request);  // this node's ranks are the hang's own capture
-    read_other_stacks(round, request, [this, own_ranks](rendezvous::BoardRead read) {
-      const StacksReply reply = job_stacks_reply(std::move(*own_ranks), read, group_rank_);
-      if (!reply.error.empty()) {
-        print_line("hang: " + terminal_safe(reply.error));
-      } else {
-        print_line("hang: the whole job (" + std::to_string(board_nodes_) + " nodes):");
-        for (const std::string& line : reply.digest) print_line("hang:   " + terminal_safe(line));
-        hang_digest_ = reply.digest;  // the failure summary shows the whole job's
-      }
-      finish_hang_gather();
+    own_requests_.push_back(request);  // this node's ranks are the hang's own capture
+    read_other_stacks(round, request, [this, own_ranks, finish](rendezvous::BoardRead read) {
+      finish(job_stacks_reply(std::move(*own_ranks), read, attempt_.group_rank));
     });
   });
   return true;
 }
 
-void Agent::read_other_stacks(int round, std::int64_t request, std::function<void(rendezvous::BoardRead)> done) {
+void BoardLink::read_other_stacks(int round, std::int64_t request, std::function<void(rendezvous::BoardRead)> done) {
   const auto deadline = std::chrono::steady_clock::now() + kStacksWait;
   auto turn = std::make_shared<std::function<void()>>();
   *turn = [this, round, request, deadline, done = std::move(done), turn] {
-    if (!board_ || board_round_ != round) return;  // the board is gone: its waiters were told
-    board_->read_stacks(round, request, board_nodes_, group_rank_, kStacksWaitTurn,
-                        [this, deadline, done, turn](rendezvous::BoardRead read) {
+    if (!board_ || round_ != round) return;  // the board is gone: its waiters were told
+    const int self = attempt_.group_rank;
+    board_->read_stacks(round, request, nodes_, self, kStacksWaitTurn,
+                        [self, deadline, done, turn](rendezvous::BoardRead read) {
                           bool all = read.error.empty();
                           for (std::size_t node = 0; all && node < read.entries.size(); ++node) {
-                            all = static_cast<int>(node) == group_rank_ || read.entries[node].has_value();
+                            all = static_cast<int>(node) == self || read.entries[node].has_value();
                           }
                           if (all || !read.error.empty() || std::chrono::steady_clock::now() >= deadline) {
                             auto finished = std::move(done);
@@ -274,10 +261,6 @@ void Agent::read_other_stacks(int round, std::int64_t request, std::function<voi
                         });
   };
   (*turn)();
-}
-
-void Agent::finish_hang_gather() {
-  if (auto then = std::exchange(hang_gather_then_, nullptr)) then();
 }
 
 }  // namespace ddprun::launcher
