@@ -1,26 +1,18 @@
 #include "launcher/agent.hpp"
 
-#include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <cerrno>
-#include <cstring>
 #include <utility>
 
 #include "launcher/agent_support.hpp"
 #include "launcher/output/console.hpp"
-#include "launcher/workers/elf_needed.hpp"
-#include "launcher/report/error_file.hpp"
 #include "launcher/base/errors.hpp"
 #include "launcher/report/failure_rule.hpp"
 #include "launcher/forward_rule.hpp"
 #include "launcher/workers/guardian.hpp"
 #include "launcher/workers/job_cgroup.hpp"
-#include "launcher/devices/numa_plan.hpp"
-#include "launcher/output_plan.hpp"
 #include "launcher/workers/reaper.hpp"
 #include "launcher/fleet/session_watch.hpp"
 #include "launcher/base/signal_names.hpp"
@@ -31,13 +23,13 @@
 #include "launcher/observe/node_stacks.hpp"
 #include "launcher/observe/status_service.hpp"
 #include "launcher/observe/status_watch.hpp"
-#include "launcher/terminal/stdin_forwarder.hpp"
+#include "launcher/rounds/node_rounds.hpp"
+#include "launcher/terminal/job_terminal.hpp"
 #include "launcher/terminal/terminal_window.hpp"
 #include "launcher/cli/verbose.hpp"
 #include "launcher/workers/worker_env.hpp"
 #include "launcher/workers/worker_group.hpp"
 #include "rendezvous/endpoint.hpp"
-#include "rendezvous/node_membership.hpp"
 #include "rendezvous/open_file_limit.hpp"
 #include "rendezvous/error.hpp"
 #include "rendezvous/store_server.hpp"
@@ -47,16 +39,17 @@ namespace asio = boost::asio;
 namespace ddprun::launcher {
 namespace {
 
-UniqueFd open_log_file(const std::filesystem::path& path) {
-  // Non-blocking: a FIFO left at the path would otherwise block the loop in open() until a reader came.
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, 0644);
-  if (fd < 0) throw LaunchError("cannot open log file " + path.string() + ": " + std::strerror(errno));
-  UniqueFd file(fd);
-  struct stat info {};
-  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-    throw LaunchError("cannot use log file " + path.string() + ": it is not a regular file");
-  }
-  return file;
+/// -v: the launch config, as torchrun logs it with LOGLEVEL=INFO (verbose.hpp). `master`: the
+/// single-node store's address.
+void print_launch_config(const AgentPlan& plan, const rendezvous::Endpoint& master, const RunLogs& logs) {
+  LaunchFacts facts;
+  facts.executable = plan.command.executable;
+  facts.argv = plan.command.argv;
+  if (plan.command.python) facts.interpreter = describe_python(*plan.command.python);
+  facts.device_source = plan.config.device_source;
+  if (!plan.config.topology.multi_node) facts.master = rendezvous::format_endpoint(master.host, master.port);
+  facts.log_dir = logs.run_dir().string();
+  for (const auto& line : describe_launch_config(plan.config, facts)) print_line(line);
 }
 
 }  // namespace
@@ -66,12 +59,12 @@ Agent::Agent(AgentPlan plan)
       finish_timer_(io_),
       child_exits_(io_, SIGCHLD),
       stop_signals_(io_),
-      oom_(OomWatch::for_this_process()) {
+      workers_(plan_.config, plan_.command, plan_.env, plan_.hostname),
+      failure_record_(plan_.hostname, plan_.command.python ? describe_python(*plan_.command.python) : std::string(),
+                      OomWatch::for_this_process()) {
   state_.multi_node = plan_.config.topology.multi_node;
   state_.max_restarts = plan_.config.max_restarts;
   state_.hang_action = plan_.config.hang_action;
-  // Read once per job (a few small reads of the program's ELF headers, docs/performance.md).
-  libtorch_1_ = links_libtorch_1(elf_needed(plan_.command.executable));
 }
 
 Agent::~Agent() = default;
@@ -95,14 +88,17 @@ void Agent::perform(const SupervisorAction& action) {
     void operator()(const action::StopGroup& s) const { a.group_->stop(s.signo, grace_of(a.plan_.config)); }
     void operator()(const action::KillGroup&) const { a.group_->stop(SIGKILL, std::chrono::milliseconds(0)); }
     void operator()(const action::KillRunning&) const { a.group_->signal_running(SIGKILL); }
-    void operator()(const action::RecordFailure& r) const { a.failures_.push_back(a.describe_failure(r.exit)); }
-    void operator()(const action::ReportFailure& r) const { a.membership_->report_failure(r.end); }
-    void operator()(const action::MarkFinished&) const { a.membership_->mark_finished(); }
-    void operator()(const action::JoinRound&) const { a.begin_join(); }
+    void operator()(const action::RecordFailure& r) const {
+      a.failure_record_.record(r.exit, a.place_.rank_base + r.exit.local_rank, a.group_->stderr_tail_of(r.exit.local_rank));
+    }
+    // Round actions come to a multi-node job only (supervisor.hpp), which has rounds_.
+    void operator()(const action::ReportFailure& r) const { a.rounds_->report_failure(r.end); }
+    void operator()(const action::MarkFinished&) const { a.rounds_->mark_finished(); }
+    void operator()(const action::JoinRound&) const { a.rounds_->join(); }
     void operator()(const action::EnterRound& e) const { a.enter_round(e.decision); }
     void operator()(const action::CloseRound&) const { a.close_round(); }
-    void operator()(const action::Leave& l) const { a.leave(l.end); }
-    void operator()(const action::LingerStore&) const { a.linger_store_ = true; }
+    void operator()(const action::Leave& l) const { a.rounds_->leave(l.end); }
+    void operator()(const action::LingerStore&) const { a.rounds_->linger_store(); }
     void operator()(const action::Print& p) const { print_line(p.text); }
     void operator()(const action::PrintFailureSummary&) const { a.print_failure_summary(); }
     void operator()(const action::Finish& f) const { a.finish(f.impatient); }  // run() returns state_.exit_status
@@ -133,7 +129,17 @@ int Agent::run() {
   if (config.rendezvous.is_static) facts.static_node_rank = config.topology.node_rank;
   events_ = std::make_unique<EventRecorder>(io_, std::move(facts), place_, [](const std::string& line) { print_line(line); });
   events_->open_log(config.events_file);  // before anything starts: an unusable file fails the job at once
-  set_up_terminals();
+  // A pty per worker, ddprun's stdin forwarded, the window size passed on, Ctrl-Z for the job.
+  JobTerminalHandlers terminal;
+  terminal.signal_workers = [this](int signo) {
+    if (group_) group_->signal_running(signo);
+  };
+  terminal.window_changed = [this](const std::optional<winsize>& window) {
+    if (window && group_) group_->set_window(*window);
+    if (console_) console_->out().refresh_size();
+  };
+  terminal.print = print_line;
+  terminal_ = std::make_unique<JobTerminal>(io_, terminal_settings(config), std::move(terminal));
   become_subreaper();
   for (int signo : config.signals_to_handle) stop_signals_.add(signo);
   // --forward-signals (Slurm warns of preemption with SIGUSR1/SIGUSR2): passed on, the job goes on.
@@ -178,11 +184,13 @@ int Agent::run() {
   }
   logs_.emplace(config.log_dir, config.rdzv_id);
   start_observers();
-  if (config.verbose) print_launch_config();
+  if (config.verbose) print_launch_config(plan_, master_, *logs_);
 
   if (defaults_omp_num_threads(plan_.env, config.topology.nproc_per_node)) print_line(std::string("warning: ") + kOmpWarning);
   for (const auto& notice : config.notices) print_line("note: " + notice);
-  if (config.numa_binding) plan_numa_binding();
+  if (config.numa_binding) {
+    for (const auto& line : workers_.plan_numa_binding()) print_line(line);
+  }
 
   events_->job_started();
   try {
@@ -198,12 +206,12 @@ int Agent::run() {
   io_.poll();
 
   clean_up();
-  membership_.reset();  // its connections close before the stores they may be talking to
+  if (rounds_) rounds_->drop_membership();  // its connections close before the stores they may be talking to
   io_.restart();
   io_.poll();  // what the membership's cancelled operations left to run
-  if (worker_store_) worker_store_->stop();
+  if (rounds_) rounds_->stop_worker_store();
   // The job ended on every node: the others may still be reading that end from our store.
-  if (store_ && linger_store_) store_->wait_until_idle(close_timeout_);
+  if (store_ && rounds_ && rounds_->lingers()) store_->wait_until_idle(rounds_->close_timeout());
   if (store_) store_->stop();
   if (state_.exit_status == kExitSuccess) logs_->remove_if_temporary();
   return state_.exit_status;
@@ -213,7 +221,7 @@ void Agent::clean_up() {
   endpoint_.reset();  // its socket and registry entry go with the job
   kill_remaining_children(guardian_ ? guardian_->pid() : 0);
   cgroup_.reset();  // what left our tree for good (under another subreaper) is still in the cgroup
-  stdin_.reset();   // ddprun's terminal back in its own mode, whatever the way out
+  if (terminal_) terminal_->stop_forwarding_stdin();  // ddprun's terminal back in its own mode, whatever the way out
   // The guardian stays until ddprun exits, and then has nothing to do.
   if (guardian_) guardian_->mark_clean();
   console_.reset();  // ddprun's last lines (after run) are written directly
@@ -243,7 +251,8 @@ void Agent::start_observers() {
 }
 
 void Agent::print_failure_summary() {
-  if (!failures_.empty() || state_.hang.empty()) write_stderr(format_failure_summary(plan_.config.program, failures_));
+  const std::vector<WorkerFailure>& failures = failure_record_.failures();
+  if (!failures.empty() || state_.hang.empty()) write_stderr(format_failure_summary(plan_.config.program, failures));
   if (state_.hang.empty()) return;
   HangReport report;
   report.program = plan_.config.program;
@@ -255,129 +264,49 @@ void Agent::print_failure_summary() {
 
 void Agent::start_store() {
   const LaunchConfig& config = plan_.config;
-  master_addr_ = config.standalone ? "127.0.0.1" : config.master_addr;
+  master_.host = config.standalone ? "127.0.0.1" : config.master_addr;
   // Bound here, so that a busy port is an error naming it, then handed to the store as it is:
   // the port is held from now until the job ends, with no release-and-rebind race.
-  PortReservation reservation(io_, master_addr_, config.standalone ? 0 : config.master_port);
-  master_port_number_ = reservation.port();
+  PortReservation reservation(io_, master_.host, config.standalone ? 0 : config.master_port);
+  master_.port = reservation.port();
   place_.world_size = config.topology.nproc_per_node;  // one node: ranks 0..nproc-1
   rendezvous::StoreServerOptions options;
-  options.host = master_addr_;
-  options.port = master_port_number_;
+  options.host = master_.host;
+  options.port = master_.port;
   options.token = config.store_token;
   rendezvous::raise_open_file_limit();  // one connection per worker, and per worker thread in some trainers
   try {
     store_ = std::make_unique<rendezvous::StoreServer>(options, reservation.take_socket());
   } catch (const rendezvous::Error& error) {
-    throw LaunchError("cannot serve the store on " + rendezvous::format_endpoint(master_addr_, master_port_number_) +
+    throw LaunchError("cannot serve the store on " + rendezvous::format_endpoint(master_.host, master_.port) +
                       ": " + error.what());
   }
   store_->start();
-}
-
-void Agent::plan_numa_binding() {
-  NumaBinding binding = launcher::plan_numa_binding(plan_.config, plan_.env);
-  for (const auto& note : binding.notes) print_line("note: " + note);
-  numa_cpus_.clear();
-  for (const auto& cpus : binding.cpus) numa_cpus_.emplace_back(cpus ? std::vector<int>(cpus->begin(), cpus->end()) : std::vector<int>{});
-  if (plan_.config.verbose) {
-    for (std::size_t local_rank = 0; local_rank < binding.cpus.size(); ++local_rank) {
-      if (binding.cpus[local_rank]) {
-        print_line("--numa-binding: local rank " + std::to_string(local_rank) + " on CPUs " + format_cpu_list(*binding.cpus[local_rank]));
-      }
-    }
-  }
-}
-
-std::vector<WorkerSpec> Agent::worker_specs() const {
-  const LaunchConfig& config = plan_.config;
-  std::vector<WorkerSpec> specs;
-  for (int local_rank = 0; local_rank < config.topology.nproc_per_node; ++local_rank) {
-    WorkerSpec spec;
-    spec.local_rank = local_rank;
-    spec.rank = place_.rank_base + local_rank;
-    spec.local_world_size = config.topology.nproc_per_node;
-    spec.world_size = place_.world_size;
-    spec.group_rank = place_.group_rank;
-    spec.group_world_size = place_.group_world_size;
-    spec.role = config.role;
-    spec.role_rank = spec.rank;
-    spec.role_world_size = spec.world_size;
-    spec.master_addr = master_addr_;
-    spec.master_port = master_port_number_;
-    spec.restart_count = attempt_is_round_ ? place_.attempt : state_.restart_count;
-    spec.max_restarts = config.max_restarts;
-    spec.run_id = config.rdzv_id;
-    spec.use_agent_store = true;
-    spec.signals_to_handle = signals_to_handle_value(config.signals_to_handle);
-    spec.libtorch_1 = libtorch_1_;
-    spec.cuda_visible_devices = config.devices.at(static_cast<std::size_t>(local_rank));
-    spec.virtual_local_rank = config.virtual_local_rank;
-    if (!numa_cpus_.empty()) spec.cpu_affinity = numa_cpus_.at(static_cast<std::size_t>(local_rank));
-    spec.executable = plan_.command.executable;
-    spec.argv = substitute_local_rank(plan_.command.argv, local_rank);
-    spec.terminal = worker_terminal_;
-    spec.reads_stdin = config.stdin_target == StdinTarget::all || (config.stdin_target == StdinTarget::rank0 && spec.rank == 0);
-    specs.push_back(std::move(spec));
-  }
-  return specs;
-}
-
-WorkerRoutes Agent::open_routes(int local_rank, const std::filesystem::path& dir) {
-  const LaunchConfig& config = plan_.config;
-  WorkerOutputPlan output = plan_output(config, local_rank);
-  const std::string& tmpl =
-      config.log_line_prefix_template.empty() ? std::string(kDefaultPrefixTemplate) : config.log_line_prefix_template;
-  auto route = [&](const StreamPlan& stream, ConsoleWriter& console, const char* file_name) {
-    std::string prefix = expand_prefix(tmpl, config.role, place_.rank_base + local_rank, local_rank, plan_.hostname);
-    if (use_color(plan_.env, console.fd())) prefix = colorize(prefix, local_rank);
-    StreamRoute r;
-    if (stream.to_console) {
-      r.console = &console;
-      if (stream.prefixed) r.prefix = prefix;
-    }
-    if (stream.to_file) {
-      r.file_path = (dir / file_name).string();
-      attempt_log_files_.push_back(open_log_file(r.file_path));
-      r.file_fd = attempt_log_files_.back().get();
-      // Should the file fail (a full disk), its lines go to the console, marked with their rank.
-      r.fallback = &console;
-      r.fallback_prefix = prefix;
-    }
-    return r;
-  };
-  WorkerRoutes routes{route(output.out, console_->out(), "stdout.log"), route(output.err, console_->err(), "stderr.log")};
-  // --duplicate-std*-filters: torchrun's tee prefix ([role0]: or the template), as its TailLog writes it.
-  auto filter = [&](StreamRoute& r, const StreamPlan& stream, int fd, const std::vector<std::string>& filters, const char* name) {
-    if (!stream.to_filtered_file || fd < 0) return;
-    r.filtered_fd = fd;
-    r.filtered_path = (logs_->attempt_dir(place_.attempt) / name).string();
-    r.filters = filters;
-    r.filtered_prefix = expand_prefix(tmpl, config.role, place_.rank_base + local_rank, local_rank, plan_.hostname);
-  };
-  filter(routes.out, output.out, filtered_stdout_fd_, config.duplicate_stdout_filters, "filtered_stdout.log");
-  filter(routes.err, output.err, filtered_stderr_fd_, config.duplicate_stderr_filters, "filtered_stderr.log");
-  return routes;
 }
 
 void Agent::start_attempt() {
   if (!plan_.config.topology.multi_node) place_.attempt = state_.restart_count;
   place_.restarts = state_.restart_count;
   std::optional<std::pair<int, int>> first_failure;  // the last attempt's, before they are cleared
-  if (!failures_.empty()) first_failure = {failures_.front().rank, failures_.front().exitcode};
+  if (const auto& failures = failure_record_.failures(); !failures.empty()) {
+    first_failure = {failures.front().rank, failures.front().exitcode};
+  }
   events_->group_starting(first_failure);
-  failures_.clear();
-  attempt_log_files_.clear();
-  error_files_.clear();
 
-  std::vector<WorkerSpec> specs = worker_specs();
-  error_files_.assign(specs.size(), std::string());
-  open_filtered_files();
+  AttemptFacts facts;
+  facts.place = place_;
+  facts.master = master_;
+  // Workers that share the agent store across rounds number their attempt by the round (NodeRounds).
+  facts.restart_count = rounds_ && rounds_->attempt_is_round() ? place_.attempt : state_.restart_count;
+  facts.terminal = terminal_->worker_terminal();
+  std::vector<WorkerSpec> specs = workers_.specs(facts);
+  failure_record_.begin_attempt(specs.size());
+  workers_.begin_attempt(*logs_, place_.attempt);
 
   // A fresh key space per attempt: a restarted worker must never read the previous attempt's keys
   // (PyTorch 2.x workers do not prefix them by attempt, as 1.13's did).
-  if (store_ && !membership_ && state_.restart_count > 0) store_->clear();  // multi-node: a fresh worker store per round
-  oom_kills_seen_ = oom_.read_kills();
+  if (store_ && !rounds_ && state_.restart_count > 0) store_->clear();  // multi-node: a fresh worker store per round
+  failure_record_.count_oom_kills_from_now();
   WorkerGroupHandlers handlers;
   handlers.on_exit = [this](const WorkerExit& exit) {
     status_->worker_exited(exit.local_rank, exit.exitcode, exit.stop_signal_sent != 0 || exit.kill_sent);
@@ -387,26 +316,18 @@ void Agent::start_attempt() {
     // The group's own handler is on the stack: let it go once this event is over.
     asio::post(io_, [retired = std::move(group_)] {});
     status_->attempt_ended();
-    attempt_log_files_.clear();
+    workers_.close_attempt_files();
     dispatch(event::GroupDone{});
   };
   handlers.on_start_failed = [this](const std::string& message) { dispatch(event::StartFailed{message}); };
-  handlers.on_log_error = [this](const LogWriteError& error) { on_log_error(error); };
+  handlers.on_log_error = [this](const LogWriteError& error) { print_line(failure_record_.log_error(error)); };
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
     if (local_rank_starting_) events_->worker_started(*std::exchange(local_rank_starting_, std::nullopt), pgid);
-    if (being_started_) {  // -v: the worker just prepared is the one started (WorkerGroup::spawn_batch)
-      print_line(describe_worker_start(being_started_->local_rank, being_started_->rank, pgid, being_started_->argv));
-      being_started_.reset();
-    }
+    if (auto line = workers_.started(pgid)) print_line(*line);  // -v
   };
-  handlers.on_stdin = [this](pid_t pid, int fd, bool pty) {
-    if (stdin_) return stdin_->add_target(pid, fd, pty);
-    ::close(fd);
-  };
-  handlers.on_pty_unavailable = [this](const std::string& reason) {
-    if (!std::exchange(pty_warned_, true)) print_line("warning: " + reason + "; workers write to pipes instead");
-  };
+  handlers.on_stdin = [this](pid_t pid, int fd, bool pty) { terminal_->add_stdin_target(pid, fd, pty); };
+  handlers.on_pty_unavailable = [this](const std::string& reason) { terminal_->pty_unavailable(reason); };
   SpawnSettings spawn_settings;
   spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
   spawn_settings.window = terminal_window();
@@ -428,38 +349,12 @@ void Agent::start_attempt() {
       worker.spec.python_stacks_file = hooks->python_stacks_file;
       worker.spec.stacks_signal = hooks->stacks_signal;
     }
-    error_files_.at(i) = worker.spec.error_file;
+    failure_record_.set_error_file(worker.spec.local_rank, worker.spec.error_file);
     local_rank_starting_ = worker.spec.local_rank;
-    worker.routes = open_routes(worker.spec.local_rank, dir);
-    if (plan_.config.verbose) being_started_ = worker.spec;
+    worker.routes = workers_.open_routes(worker.spec.local_rank, place_.rank_base + worker.spec.local_rank, dir, *console_);
+    workers_.preparing(worker.spec);
     return worker;
   });
-}
-
-void Agent::open_filtered_files() {
-  // torchrun opens them whenever filters are given, whichever ranks are teed: an empty file says
-  // that nothing matched, or that no rank's stream was teed.
-  const LaunchConfig& config = plan_.config;
-  filtered_stdout_fd_ = filtered_stderr_fd_ = -1;
-  auto open = [&](const std::vector<std::string>& filters, const char* name) {
-    if (filters.empty()) return -1;
-    attempt_log_files_.push_back(open_log_file(logs_->attempt_dir(place_.attempt) / name));
-    return attempt_log_files_.back().get();
-  };
-  filtered_stdout_fd_ = open(config.duplicate_stdout_filters, "filtered_stdout.log");
-  filtered_stderr_fd_ = open(config.duplicate_stderr_filters, "filtered_stderr.log");
-}
-
-void Agent::on_log_error(const LogWriteError& error) {
-  if (error.filtered) {
-    print_line("warning: cannot write " + error.path + ": " + error.reason + "; local rank " +
-               std::to_string(error.local_rank) + "'s matching lines are no longer copied there");
-    log_errors_.push_back(error);
-    return;
-  }
-  print_line("warning: cannot write " + error.path + ": " + error.reason + "; local rank " +
-             std::to_string(error.local_rank) + "'s lines go to the console from now on");
-  log_errors_.push_back(error);
 }
 
 void Agent::wait_child_exits() {
@@ -477,32 +372,10 @@ void Agent::wait_child_exits() {
 
 void Agent::on_worker_exit(const WorkerExit& exit) {
   if (guardian_) guardian_->forget(exit.pid);
-  if (stdin_) stdin_->remove_target(exit.pid);
+  terminal_->remove_stdin_target(exit.pid);
   events_->worker_exited({exit.local_rank, exit.pid, exit.exitcode, exit.stop_signal_sent,
                           failed_on_its_own(exit.exitcode, exit.stop_signal_sent, exit.kill_sent)});
   dispatch(event::WorkerExited{exit, place_.rank_base + exit.local_rank});
-}
-
-WorkerFailure Agent::describe_failure(const WorkerExit& exit) {
-  WorkerFailure failure;
-  failure.local_rank = exit.local_rank;
-  failure.rank = place_.rank_base + exit.local_rank;
-  failure.exitcode = exit.exitcode;
-  failure.pid = exit.pid;
-  failure.time = exit.time;
-  failure.host = plan_.hostname;
-  failure.error_file = error_files_.at(static_cast<std::size_t>(exit.local_rank));
-  failure.error = read_error_file(failure.error_file);
-  failure.stderr_tail = group_->stderr_tail_of(exit.local_rank);
-  if (plan_.command.python) failure.python = describe_python(*plan_.command.python);
-  if (exit.exitcode == -SIGKILL && oom_kills_seen_) {
-    // The kernel counts the kill before it delivers SIGKILL, so the count is current by now.
-    // Each counted kill explains one death only: a second SIGKILL (a user's kill -9) is not an OOM.
-    auto now = oom_.read_kills();
-    failure.oom_killed = now && *now > *oom_kills_seen_;
-    if (failure.oom_killed) oom_kills_seen_ = *oom_kills_seen_ + 1;
-  }
-  return failure;
 }
 
 void Agent::wait_stop_signals() {
@@ -539,11 +412,7 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
 
 void Agent::finish(bool impatient) {
   events_->job_finished(state_.exit_status, state_.restart_count);
-  if (!log_errors_.empty()) {
-    const LogWriteError& first = log_errors_.front();
-    print_line("warning: " + std::to_string(log_errors_.size()) + " log file(s) are incomplete (" + first.path +
-               ": " + first.reason + "); their lines after the failure were shown on the console");
-  }
+  if (auto warning = failure_record_.incomplete_logs_warning()) print_line(*warning);
   board_->close();  // its store connection too: the store's host waits for its clients to leave
   status_->end();   // the block off the terminal, so that the last lines end the screen
   // The last lines (a summary, the workers' last output) go out before ddprun exits, as all of
@@ -563,17 +432,6 @@ void Agent::give_up_on_a_stalled_console() {
   finish_timer_.async_wait([this](const boost::system::error_code& ec) {
     if (!ec) give_up_on_a_stalled_console();  // still taking lines: they are worth the wait
   });
-}
-
-void Agent::print_launch_config() const {
-  LaunchFacts facts;
-  facts.executable = plan_.command.executable;
-  facts.argv = plan_.command.argv;
-  if (plan_.command.python) facts.interpreter = describe_python(*plan_.command.python);
-  facts.device_source = plan_.config.device_source;
-  if (!plan_.config.topology.multi_node) facts.master = rendezvous::format_endpoint(master_addr_, master_port_number_);
-  facts.log_dir = logs_->run_dir().string();
-  for (const auto& line : describe_launch_config(plan_.config, facts)) print_line(line);
 }
 
 }  // namespace ddprun::launcher

@@ -24,20 +24,12 @@
 #include "launcher/output/line_splitter.hpp"
 #include "launcher/output/output_route.hpp"
 #include "launcher/output/stderr_tail.hpp"
+#include "launcher/workers/log_write_error.hpp"
 #include "launcher/workers/worker_exit.hpp"
 #include "launcher/workers/worker_process.hpp"
 #include "launcher/workers/worker_spec.hpp"
 
 namespace ddprun::launcher {
-
-/// A log file that could not be written: its lines went to the console from then on (a filtered
-/// file of --duplicate-std*-filters: its lines are still in the log files and on the console).
-struct LogWriteError {
-  int local_rank = 0;
-  std::string path;
-  std::string reason;  ///< errno text
-  bool filtered = false;  ///< the attempt's filtered_stdout.log / filtered_stderr.log
-};
 
 struct WorkerGroupHandlers {
   /// Once per worker as its process exits.
