@@ -26,16 +26,20 @@ namespace ddprun::rendezvous {
 /// etcd's client port, when an endpoint names none.
 inline constexpr int kDefaultEtcdPort = 2379;
 
+/// The defaults of --rdzv-conf's key_prefix and lease_ttl (EtcdConf's, hence EtcdOptions').
+inline constexpr std::string_view kDefaultKeyPrefix = "/";
+inline constexpr std::chrono::seconds kDefaultLeaseTtl{10};
+
 struct EtcdOptions {
   std::vector<Endpoint> endpoints;  ///< tried in this order; a member that fails moves to the back
-  std::string key_prefix = "/";     ///< always ends with '/'
+  std::string key_prefix{kDefaultKeyPrefix};  ///< always ends with '/'
   bool tls = false;
   std::string cacert;  ///< empty: the system's CA store
   std::string cert;
   std::string key;
   std::string user;
   std::string password;
-  std::chrono::seconds lease_ttl{10};
+  std::chrono::seconds lease_ttl{kDefaultLeaseTtl};
 
   /// "h1:2379,h2:2379" as errors name the members.
   std::string describe_endpoints() const;
@@ -46,14 +50,14 @@ struct EtcdOptions {
 /// mean something only to an etcd-v3 rendezvous, where parse_etcd_options raises it in its turn,
 /// and other backends ignore them, as torchrun's do.
 struct EtcdConf {
-  std::string key_prefix = "/";  ///< always ends with '/'
+  std::string key_prefix{kDefaultKeyPrefix};  ///< always ends with '/'
   std::optional<bool> https;     ///< protocol: https (true) or http (false); nothing when not given
   std::string cacert;
   std::string cert;
   std::string key;
   std::string user;
   std::string password;
-  std::chrono::seconds lease_ttl{10};
+  std::chrono::seconds lease_ttl{kDefaultLeaseTtl};
   std::string protocol_refused;   ///< "protocol=grpc is not http or https"; empty when fine
   std::string lease_ttl_refused;  ///< "lease_ttl=1 is not an integer ..."; empty when fine
 };
