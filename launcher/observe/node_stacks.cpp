@@ -13,14 +13,15 @@ constexpr const char* kPythonStacksFile = "python_stacks.txt";
 
 }  // namespace
 
-NodeStacks::NodeStacks(boost::asio::io_context& io, const RunLogs& logs, const AttemptView& attempt)
-    : io_(io), logs_(logs), attempt_(attempt) {}
+NodeStacks::NodeStacks(boost::asio::io_context& io, const RunLogs& logs, const AttemptView& attempt,
+                       PythonDirFinder find_python)
+    : io_(io), logs_(logs), attempt_(attempt), find_python_(std::move(find_python)) {}
 
 NodeStacks::~NodeStacks() = default;
 
 std::optional<PythonHooks> NodeStacks::python_hooks(const std::filesystem::path& worker_dir) {
   if (!python_dir_looked_up_) {
-    python_dir_ = find_python_dir();
+    python_dir_ = find_python_ ? find_python_() : find_python_dir();
     python_dir_looked_up_ = true;
   }
   if (!python_dir_) return std::nullopt;

@@ -30,7 +30,12 @@ struct PythonHooks {
 
 class NodeStacks {
  public:
-  NodeStacks(boost::asio::io_context& io, const RunLogs& logs, const AttemptView& attempt);
+  /// Where ddprun's Python folder is, or nothing (a ddprun copied away from its tree).
+  using PythonDirFinder = std::function<std::optional<std::filesystem::path>()>;
+
+  /// `find_python`: unset (the agent's case), ddprun's own tree (find_python_dir); a test's own lookup.
+  NodeStacks(boost::asio::io_context& io, const RunLogs& logs, const AttemptView& attempt,
+             PythonDirFinder find_python = {});
   ~NodeStacks();
   NodeStacks(const NodeStacks&) = delete;
   NodeStacks& operator=(const NodeStacks&) = delete;
@@ -50,6 +55,7 @@ class NodeStacks {
   boost::asio::io_context& io_;
   const RunLogs& logs_;
   const AttemptView& attempt_;
+  PythonDirFinder find_python_;
   std::unique_ptr<CaptureQueue> queue_;
   std::optional<std::filesystem::path> python_dir_;  ///< ddprun's Python folder, looked up once
   bool python_dir_looked_up_ = false;
