@@ -323,8 +323,10 @@ void Agent::start_attempt() {
   handlers.on_log_error = [this](const LogWriteError& error) { print_line(failure_record_.log_error(error)); };
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
-    if (local_rank_starting_) events_->worker_started(*std::exchange(local_rank_starting_, std::nullopt), pgid);
-    if (auto line = workers_.started(pgid)) print_line(*line);  // -v
+    if (auto started = workers_.started(pgid)) {
+      events_->worker_started(started->local_rank, pgid);
+      if (started->verbose_line) print_line(*started->verbose_line);
+    }
   };
   handlers.on_stdin = [this](pid_t pid, int fd, bool pty) { terminal_->add_stdin_target(pid, fd, pty); };
   handlers.on_pty_unavailable = [this](const std::string& reason) { terminal_->pty_unavailable(reason); };
@@ -350,7 +352,6 @@ void Agent::start_attempt() {
       worker.spec.stacks_signal = hooks->stacks_signal;
     }
     failure_record_.set_error_file(worker.spec.local_rank, worker.spec.error_file);
-    local_rank_starting_ = worker.spec.local_rank;
     worker.routes = workers_.open_routes(worker.spec.local_rank, place_.rank_base + worker.spec.local_rank, dir, *console_);
     workers_.preparing(worker.spec);
     return worker;

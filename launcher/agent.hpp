@@ -142,7 +142,6 @@ class Agent {
   WorkerPreparation workers_;
   FailureRecord failure_record_;  ///< this attempt's failures, the job's unwritable log files
 
-  std::optional<int> local_rank_starting_;  ///< the worker just prepared, whose pid on_spawned tells
 
   // What ddprun sees of the job (observe/), one part per concern, each given place_ and what it
   // needs; they act on the job only through the callbacks handed to them. Declared in the order

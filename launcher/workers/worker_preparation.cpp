@@ -118,16 +118,17 @@ WorkerRoutes WorkerPreparation::open_routes(int local_rank, int rank, const std:
   return routes;
 }
 
-void WorkerPreparation::preparing(const WorkerSpec& spec) {
-  if (config_.verbose) being_started_ = spec;
-}
+void WorkerPreparation::preparing(const WorkerSpec& spec) { being_started_ = spec; }
 
-std::optional<std::string> WorkerPreparation::started(pid_t pgid) {
-  // -v: the worker just prepared is the one started (WorkerGroup::spawn_batch).
+std::optional<WorkerPreparation::Started> WorkerPreparation::started(pid_t pgid) {
+  // The worker just prepared is the one started (WorkerGroup::spawn_batch).
   if (!being_started_) return std::nullopt;
-  std::string line = describe_worker_start(being_started_->local_rank, being_started_->rank, pgid, being_started_->argv);
+  Started started{being_started_->local_rank, std::nullopt};
+  if (config_.verbose) {
+    started.verbose_line = describe_worker_start(being_started_->local_rank, being_started_->rank, pgid, being_started_->argv);
+  }
   being_started_.reset();
-  return line;
+  return started;
 }
 
 }  // namespace ddprun::launcher

@@ -44,10 +44,15 @@ class WorkerPreparation {
   /// The attempt's group is done: its log files are closed.
   void close_attempt_files() { attempt_log_files_.clear(); }
 
-  /// -v: `spec` is the worker being started now.
+  /// `spec` is the worker being started now (WorkerGroup starts the prepared worker at once).
   void preparing(const WorkerSpec& spec);
-  /// -v: the worker being started has process group `pgid`: the line that names it.
-  std::optional<std::string> started(pid_t pgid);
+  /// The worker just prepared has process group `pgid`.
+  struct Started {
+    int local_rank = 0;
+    std::optional<std::string> verbose_line;  ///< -v: the line that names it
+  };
+  /// nullopt when no worker was being prepared.
+  std::optional<Started> started(pid_t pgid);
 
  private:
   const LaunchConfig& config_;
@@ -65,7 +70,7 @@ class WorkerPreparation {
   int filtered_stdout_fd_ = -1;
   int filtered_stderr_fd_ = -1;
   std::vector<UniqueFd> attempt_log_files_;
-  std::optional<WorkerSpec> being_started_;  ///< -v: the worker prepared, named when its pid is known
+  std::optional<WorkerSpec> being_started_;  ///< the worker prepared, named when its pid is known
 };
 
 }  // namespace ddprun::launcher
