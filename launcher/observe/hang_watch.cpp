@@ -7,6 +7,7 @@
 #include <cstring>
 #include <optional>
 
+#include "launcher/base/unix_time.hpp"
 #include "launcher/base/terminal_safe.hpp"
 #include "launcher/observe/board_link.hpp"
 #include "launcher/observe/capture_queue.hpp"
@@ -24,10 +25,6 @@
 
 namespace ddprun::launcher {
 namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
 
 /// Writes `text` to a new regular file at `path`; the reason when it cannot.
 std::string write_file(const std::filesystem::path& path, const std::string& text) {

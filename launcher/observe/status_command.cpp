@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.hpp"
+#include "launcher/base/unix_time.hpp"
 #include "launcher/output/console.hpp"
 #include "launcher/base/errors.hpp"
 #include "launcher/observe/run_registry.hpp"
@@ -155,14 +157,10 @@ std::optional<std::string> token_for(const Target& target, const Environ& env) {
 /// The endpoint's error text, or the HTTP status when it gave none.
 std::string endpoint_error(const StatusReply& reply) {
   try {
-    return json::parse(reply.body).at("error").get<std::string>();
+    return common::parse_bounded_json(reply.body).at("error").get<std::string>();
   } catch (const std::exception&) {
     return "HTTP status " + std::to_string(reply.status);
   }
-}
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -210,7 +208,7 @@ int run_status_command(const std::vector<std::string>& args, const Environ& env)
   }
   json body;
   try {
-    body = json::parse(reply.body);
+    body = common::parse_bounded_json(reply.body);
     if (!stacks) {
       write_all(STDOUT_FILENO, format_status_table(job_status_from_json(body), unix_now(), target.title));
       return kExitSuccess;

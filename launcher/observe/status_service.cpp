@@ -4,6 +4,7 @@
 
 #include <chrono>
 
+#include "launcher/base/unix_time.hpp"
 #include "launcher/base/errors.hpp"
 #include "launcher/observe/board_link.hpp"
 #include "launcher/observe/event_recorder.hpp"
@@ -16,14 +17,6 @@
 #include "rendezvous/endpoint.hpp"
 
 namespace ddprun::launcher {
-namespace {
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-}  // namespace
-
 std::string run_command_line(const std::string& program, const std::vector<std::string>& args) {
   std::string text = program;
   for (const auto& arg : args) text += " " + arg;

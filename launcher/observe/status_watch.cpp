@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "launcher/base/unix_time.hpp"
 #include "launcher/observe/event_recorder.hpp"
 #include "launcher/observe/status_monitor.hpp"
 #include "launcher/observe/status_render.hpp"
@@ -19,10 +20,6 @@ std::chrono::milliseconds sample_interval(double status_interval_s) {
   if (status_interval_s <= 0) return kDefault;
   auto asked = std::chrono::milliseconds(static_cast<long long>(status_interval_s * 1000));
   return std::clamp(asked, kShortest, kDefault);
-}
-
-double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
