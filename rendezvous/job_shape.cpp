@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "common/bounded_json.hpp"
 #include "rendezvous/rendezvous_error.hpp"
 
 using nlohmann::json;
@@ -78,7 +79,7 @@ std::string encode_job_shape(const JobShape& shape) {
 
 JobShape decode_job_shape(std::string_view text) {
   try {
-    json j = json::parse(text);
+    json j = common::parse_bounded_json(text);
     JobShape shape;
     const std::string backend = j.at("backend").get<std::string>();
     const auto named = backend_named(backend);

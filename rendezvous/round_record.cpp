@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 
+#include "common/bounded_json.hpp"
 #include "rendezvous/rendezvous_error.hpp"
 
 using nlohmann::json;
@@ -50,7 +51,7 @@ NodeInfo node_from(const json& j) {
 template <class Read>
 auto decode(std::string_view text, std::string_view what, Read read) {
   try {
-    return read(json::parse(text));
+    return read(common::parse_bounded_json(text));
   } catch (const std::exception& error) {
     constexpr std::size_t kShown = 200;
     throw RendezvousError("malformed " + std::string(what) + " in the store (" + error.what() + "): \"" +

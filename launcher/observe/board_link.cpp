@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <utility>
 
+#include "common/bounded_json.hpp"
 #include "launcher/observe/board_status.hpp"
 #include "launcher/observe/node_stacks.hpp"
 #include "launcher/observe/stack_capture.hpp"
@@ -131,7 +132,7 @@ void BoardLink::on_sample(const NodeStatus& node) {
       for (std::size_t i = 0; i < read.entries.size(); ++i) {
         if (static_cast<int>(i) == self || !read.entries[i]) continue;
         try {
-          others.push_back(node_status_from_json(nlohmann::json::parse(*read.entries[i])));
+          others.push_back(node_status_from_json(common::parse_bounded_json(*read.entries[i])));
         } catch (const nlohmann::json::exception&) {
           // Not a status (another version's?): that node is left out, not the job.
         }

@@ -4,6 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.hpp"
 #include "launcher/observe/status_json.hpp"
 
 namespace ddprun::launcher {
@@ -80,7 +81,7 @@ std::string board_stacks_json(std::vector<RankStacks> ranks, std::size_t max_byt
 
 std::vector<RankStacks> board_stacks_from_json(const std::string& text) {
   std::vector<RankStacks> ranks;
-  for (const nlohmann::json& rank : nlohmann::json::parse(text)) ranks.push_back(rank_stacks_from_json(rank));
+  for (const nlohmann::json& rank : common::parse_bounded_json(text)) ranks.push_back(rank_stacks_from_json(rank));
   return ranks;
 }
 

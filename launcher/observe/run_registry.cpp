@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/bounded_json.hpp"
 #include "launcher/base/errors.hpp"
 
 namespace ddprun::launcher {
@@ -125,9 +126,11 @@ std::vector<RunEntry> registered_runs(const fs::path& folder) {
   for (const auto& item : fs::directory_iterator(folder, ec)) {
     if (item.path().extension() != ".json" || !item.is_regular_file(ec)) continue;
     std::ifstream in(item.path());
+    std::ostringstream text;
+    text << in.rdbuf();
     RunEntry entry;
     try {
-      entry = run_entry_from_json(json::parse(in));
+      entry = run_entry_from_json(common::parse_bounded_json(text.str()));
     } catch (const std::exception&) {
       continue;  // being written (never: it is renamed into place), or not ours
     }

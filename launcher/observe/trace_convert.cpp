@@ -7,6 +7,8 @@
 #include <tuple>
 #include <utility>
 
+#include "common/bounded_json.hpp"
+
 namespace ddprun::launcher {
 
 using nlohmann::json;
@@ -210,11 +212,11 @@ EventLines read_event_lines(std::string_view text) {
     if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
     if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     try {
-      const json object = json::parse(line);
+      const json object = common::parse_bounded_json(line);
       if (!object.is_object()) throw std::invalid_argument("not a JSON object");
       result.events.push_back(job_event_from_json(object));
-    } catch (const json::parse_error&) {
-      result.bad.push_back({number, "not JSON"});
+    } catch (const json::parse_error& e) {
+      result.bad.push_back({number, common::is_too_deep(e) ? common::json_too_deep_words() : "not JSON"});
     } catch (const json::exception& e) {
       // nlohmann's words start with "[json.exception.type_error.302] ": keep what follows.
       std::string why = e.what();

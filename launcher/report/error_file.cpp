@@ -9,6 +9,7 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.hpp"
 #include "common/integer.hpp"
 #include "launcher/base/unique_fd.hpp"
 
@@ -47,7 +48,7 @@ std::optional<std::int64_t> timestamp_field(const json& object, const char* key)
 }  // namespace
 
 std::optional<ErrorFileContent> parse_error_file(std::string_view json_text) {
-  json document = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
+  json document = common::parse_bounded_json_or_discarded(json_text);
   if (!document.is_object()) return std::nullopt;  // also covers a parse error (a discarded value)
 
   ErrorFileContent content;

@@ -4,6 +4,8 @@
 #include <charconv>
 #include <nlohmann/json.hpp>
 
+#include "common/bounded_json.hpp"
+
 namespace ddprun::rendezvous::etcd {
 namespace {
 
@@ -12,7 +14,7 @@ using nlohmann::json;
 constexpr std::string_view kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
 json parse(std::string_view body, const char* what) {
-  json doc = json::parse(body.begin(), body.end(), nullptr, false);
+  json doc = common::parse_bounded_json_or_discarded(body);
   if (doc.is_discarded() || !doc.is_object()) {
     throw EtcdReplyError(std::string("etcd's ") + what + " reply is not JSON (is the endpoint etcd's client port?): " +
                          one_line(body, 120));
@@ -234,7 +236,7 @@ std::string parse_token(std::string_view body) {
 
 std::optional<ApiError> parse_error(std::string_view body) {
   const auto newline = body.find('\n');
-  json reply = json::parse(body.substr(0, newline), nullptr, false);
+  json reply = common::parse_bounded_json_or_discarded(body.substr(0, newline));
   if (reply.is_discarded() || !reply.is_object()) return std::nullopt;
   // A streamed reply wraps its error: {"error": {"grpc_code": 14, "message": ...}}.
   auto error = reply.find("error");

@@ -66,6 +66,24 @@ TEST(Trace, BadLinesAreNamedByNumberAndTheRestIsConverted) {
   EXPECT_EQ(names_of_phase(json::parse(converted.out), "X"), (std::set<std::string>{"rank 0"}));
 }
 
+// A line of valid JSON nested 100,000 deep (200 KB) once overflowed the stack in nlohmann's
+// recursive copy (SIGSEGV): it is a bad line like any other, reported and left out.
+TEST(Trace, ALineNestedTooDeepIsReportedAndLeftOut) {
+  TempDir dir;
+  const auto events = dir.path() / "events.jsonl";
+  constexpr std::size_t kDepth = 100000;
+  std::ofstream(events) << "{\"time\":1,\"event\":\"worker_started\",\"node_rank\":0,\"rank\":0,\"pid\":5}\n"
+                        << "{\"time\":1.5,\"event\":\"restart\",\"x\":" << std::string(kDepth, '[')
+                        << std::string(kDepth, ']') << "}\n"
+                        << "{\"time\":2,\"event\":\"worker_exited\",\"node_rank\":0,\"rank\":0,\"pid\":5,"
+                           "\"exitcode\":0}\n";
+  Outcome converted = run_ddprun({"trace", events.string()});
+  ASSERT_EQ(converted.exit_status, 0) << converted.err;
+  EXPECT_EQ(converted.err, "ddprun trace: " + events.string() + ":2: nested deeper than 64 levels\n");
+  EXPECT_EQ(names_of_phase(json::parse(converted.out), "X"), (std::set<std::string>{"rank 0"}));
+  EXPECT_EQ(names_of_phase(json::parse(converted.out), "i"), (std::set<std::string>{}));
+}
+
 TEST(Trace, NoEventsNoInputOrAnUnreadableFileFail) {
   TempDir dir;
   const auto empty = dir.path() / "empty.jsonl";

@@ -100,5 +100,12 @@ TEST(BoardStacks, NoRanksIsAnEmptyList) {
   EXPECT_TRUE(board_stacks_from_json("[]").empty());
 }
 
+// Another node's answer nested 100,000 deep is refused as not JSON before a value is built (the
+// reader names that node's answer as not stacks).
+TEST(BoardStacks, AnAnswerNestedTooDeepIsRefusedAsNotJson) {
+  EXPECT_THROW(board_stacks_from_json("[" + std::string(100000, '[') + std::string(100000, ']') + "]"),
+               nlohmann::json::parse_error);
+}
+
 }  // namespace
 }  // namespace ddprun::launcher

@@ -125,3 +125,11 @@ TEST(EtcdJson, FailuresAreClassifiedByWhatTheUserCanDo) {
   EXPECT_EQ(parse_error(R"({"error":"etcdserver: requested lease not found","message":"etcdserver: requested lease not found","code":5})")->code, 5);
   EXPECT_EQ(parse_error(R"({"header":{}})"), std::nullopt);
 }
+
+// A reply nested 100,000 deep (a broken or hostile endpoint) is refused before a value is built:
+// parse_error's dump() of it once recursed until the stack overflowed (SIGSEGV).
+TEST(EtcdJson, AReplyNestedTooDeepIsNotEtcdsJson) {
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  EXPECT_EQ(parse_error("{\"error\":" + deep + "}"), std::nullopt);
+  EXPECT_THROW(parse_range("{\"kvs\":" + deep + "}"), EtcdReplyError);
+}
