@@ -8,13 +8,18 @@
 /// Unlike the runtime's reader, this one never waits: it is called on the agent's loop. A writer
 /// caught in the middle of a write (or one that died there, leaving the sequence odd) costs a few
 /// tries and then "busy" for this sample; the monitor keeps the previous snapshot.
+///
+/// The worker owns the file and may cut it short at any moment, also in the middle of a read: a
+/// read of the mapping past the file's end faults (SIGBUS). ProgressFile reads under a guard (a
+/// SIGBUS handler, installed at the first open, that jumps out of a read whose mapping faulted),
+/// so that such a read is a bad sample ("refused"), never the end of the launcher; why a guard and
+/// not pread: progress_reader.cpp.
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 
 #include "common/progress_layout.hpp"
-#include "launcher/base/unique_fd.hpp"
 
 namespace ddprun::launcher {
 
@@ -57,14 +62,13 @@ class ProgressFile {
   ProgressFile(const ProgressFile&) = delete;
   ProgressFile& operator=(const ProgressFile&) = delete;
 
-  /// A snapshot into `record` when the result is ok. A file cut shorter since it was mapped (which
-  /// would fault on access) reads as refused.
+  /// A snapshot into `record` when the result is ok (otherwise `record` means nothing). A file cut
+  /// shorter than the layout, before or during the read, reads as refused. Not async-signal-safe.
   ProgressRead read(ProgressRecord& record) const;
 
  private:
-  ProgressFile(UniqueFd fd, const unsigned char* memory) : fd_(std::move(fd)), memory_(memory) {}
-  UniqueFd fd_;  ///< kept to check the size before each read
-  const unsigned char* memory_;
+  explicit ProgressFile(const unsigned char* memory) : memory_(memory) {}
+  const unsigned char* memory_;  ///< kFileSize bytes, mapped shared and read-only (the fd closed)
 };
 
 }  // namespace ddprun::launcher
