@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -114,7 +117,14 @@ std::unique_ptr<JobCgroup> JobCgroup::create() {
   auto own = cgroup2_path_of(read_text("/proc/self/cgroup"));
   if (!mount || !own) return nullptr;
   std::string parent = *mount + (*own == "/" ? std::string() : *own);
-  std::string dir = parent + "/ddprun-" + std::to_string(::getpid());
+  // Named for the job, not for the pid alone: ddprun in a PID namespace has the pid of other
+  // jobs' ddprun (2, say) under the same parent, and a finished job's guardian sweeps its folder
+  // by name; with the pid alone, it killed the next job's workers or removed its cgroup.
+  std::random_device device;
+  char tag[17] = {};
+  std::snprintf(tag, sizeof tag, "%016llx",
+                static_cast<unsigned long long>(std::uniform_int_distribution<std::uint64_t>()(device)));
+  std::string dir = parent + "/ddprun-" + std::to_string(::getpid()) + "-" + tag;
   if (::mkdir(dir.c_str(), 0755) != 0) return nullptr;
   int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) {

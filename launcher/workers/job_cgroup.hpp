@@ -29,8 +29,8 @@ bool remove_cgroup(const std::string& dir, std::chrono::milliseconds timeout);
 
 class JobCgroup {
  public:
-  /// Creates `<cgroup2 mount><ddprun's cgroup>/ddprun-<pid>` and opens it; nullptr where that is not
-  /// possible.
+  /// Creates `<cgroup2 mount><ddprun's cgroup>/ddprun-<pid>-<random>` and opens it; nullptr where
+  /// that is not possible.
   static std::unique_ptr<JobCgroup> create();
   ~JobCgroup();  ///< kills what is left in it and removes it
   JobCgroup(const JobCgroup&) = delete;

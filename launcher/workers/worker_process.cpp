@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <cstring>
 #include <optional>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
@@ -40,6 +41,18 @@ std::string describe_start_errno(int error) {
   if (error == EAGAIN || error == ENOMEM) {
     return text + " (the process limit, ulimit -u, or the memory is exhausted)";
   }
+  return text;
+}
+
+/// The folder behind the job cgroup's descriptor, as /proc shows it (" (deleted)" cut off).
+std::string cgroup_path_of(int cgroup_fd) {
+  std::array<char, 4096> path{};
+  const std::string link = "/proc/self/fd/" + std::to_string(cgroup_fd);
+  const ssize_t n = ::readlink(link.c_str(), path.data(), path.size() - 1);
+  if (n <= 0) return "(descriptor " + std::to_string(cgroup_fd) + ")";
+  std::string text(path.data(), static_cast<std::size_t>(n));
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (text.ends_with(kDeleted)) text.resize(text.size() - kDeleted.size());
   return text;
 }
 
@@ -241,7 +254,15 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
 
   const pid_t pid = clone_process(settings.cgroup_fd);
   if (pid == 0) exec_worker(plan);
-  if (pid < 0) throw failed(describe_start_errno(errno));
+  if (pid < 0) {
+    const int error = errno;
+    // clone3 into a cgroup that was removed says ENOENT (or ENODEV), which reads as a missing program.
+    if (settings.cgroup_fd >= 0 && (error == ENOENT || error == ENODEV)) {
+      throw failed("the job's cgroup " + cgroup_path_of(settings.cgroup_fd) +
+                   " was removed from outside ddprun (" + std::strerror(error) + ")");
+    }
+    throw failed(describe_start_errno(error));
+  }
   // Also from the parent, so the group exists before we ever signal it. Not for a session leader:
   // setsid() fails in a process that already leads a group; its session exists before the exec
   // succeeds, and we wait for that below.

@@ -94,5 +94,40 @@ TEST(JobCgroup, AWorkerCreatedInItDiesWithItWhateverItStarted) {
               read_text("/proc/" + std::to_string(helper) + "/stat").find(") Z") != std::string::npos);
 }
 
+// The folder is the job's, not the pid's: ddprun in a PID namespace of its own has the pid of
+// another job's ddprun (2, say) under the same parent cgroup, and that job's guardian sweeps its
+// folder by name. A second cgroup of the same pid is a folder of its own.
+TEST(JobCgroup, TwoJobsOfTheSamePidGetFoldersOfTheirOwn) {
+  auto first = JobCgroup::create();
+  if (!first) GTEST_SKIP() << "no writable cgroup v2 here";
+  auto second = JobCgroup::create();
+  ASSERT_NE(second, nullptr) << "the second job of pid " << ::getpid() << " got no cgroup: " << first->dir() << " is taken";
+  EXPECT_NE(first->dir(), second->dir());
+  const std::string name = first->dir().substr(first->dir().rfind('/') + 1);
+  EXPECT_TRUE(name.starts_with("ddprun-" + std::to_string(::getpid()) + "-")) << name;
+}
+
+// A cgroup removed from outside (by an administrator, or another job's sweep) fails the start with
+// a line naming the job's cgroup, not clone3's bare "No such file or directory".
+TEST(JobCgroup, AStartIntoACgroupRemovedFromOutsideNamesTheCgroup) {
+  auto cgroup = JobCgroup::create();
+  if (!cgroup) GTEST_SKIP() << "no writable cgroup v2 here";
+  ASSERT_EQ(::rmdir(cgroup->dir().c_str()), 0);
+  WorkerSpec spec;
+  spec.executable = "/bin/true";
+  SpawnSettings settings;
+  settings.cgroup_fd = cgroup->dir_fd();
+  try {
+    SpawnedWorker worker = spawn_worker(spec, {{"PATH", "/usr/bin:/bin"}}, settings);
+    ::waitpid(worker.pid, nullptr, 0);
+    ADD_FAILURE() << "a worker started in a removed cgroup";
+  } catch (const std::exception& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("cannot start worker 0 (/bin/true): the job's cgroup " + cgroup->dir() + " was removed"),
+              std::string::npos)
+        << message;
+  }
+}
+
 }  // namespace
 }  // namespace ddprun::launcher
