@@ -23,6 +23,7 @@
 
 #include "rendezvous/deadline.hpp"  // describe_duration
 #include "rendezvous/etcd/etcd_json.hpp"
+#include "rendezvous/etcd/etcd_peer.hpp"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -38,20 +39,22 @@ constexpr auto use_awaitable = asio::use_awaitable;
 
 /// Something went wrong with one member: try the next.
 struct MemberFailed {
-  explicit MemberFailed(std::string why_, std::exception_ptr definitive_ = nullptr)
-      : why(std::move(why_)), definitive(std::move(definitive_)) {}
+  explicit MemberFailed(std::string why_, std::exception_ptr definitive_ = nullptr, bool silent_close_ = false)
+      : why(std::move(why_)), definitive(std::move(definitive_)), silent_close(silent_close_) {}
   std::string why;
   /// Set when this member will not do better on another try (its TLS refused us or did not verify,
   /// it speaks another protocol, it is not etcd): what to throw once every member failed so. One
   /// member with an expired certificate must not end a job that the others can serve.
   std::exception_ptr definitive;
+  /// The member closed a fresh connection on our request without a byte (counted: etcd_peer.hpp).
+  bool silent_close = false;
 };
 
 /// A MemberFailed that is `error` when every member fails so.
 template <class Error>
-MemberFailed definitively(Error error) {
+MemberFailed definitively(Error error, bool silent_close = false) {
   std::string why = error.what();
-  return MemberFailed{std::move(why), std::make_exception_ptr(std::move(error))};
+  return MemberFailed{std::move(why), std::make_exception_ptr(std::move(error)), silent_close};
 }
 
 std::string ms_text(milliseconds ms) { return describe_duration(ms); }
@@ -146,6 +149,8 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
   std::map<std::size_t, std::string> failures;
   /// The members that failed definitively in this operation (MemberFailed::definitive).
   std::map<std::size_t, std::exception_ptr> definitive_failures;
+  /// Per member, how many fresh connections in a row it closed on our request without a byte.
+  std::map<std::size_t, int> silent_closes;
   void note(std::size_t index, const std::string& why) { failures[index] = why; }
 
   /// `index` failed: noted, and the next member is tried first; when every member failed
@@ -154,6 +159,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     note(index, failed.why);
     if (failed.definitive) definitive_failures[index] = failed.definitive;
     else definitive_failures.erase(index);
+    if (!failed.silent_close) silent_closes.erase(index);
     cluster->move_on(index);
     close();
     if (failed.definitive && definitive_failures.size() == options().endpoints.size()) {
@@ -185,6 +191,18 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     member.reset();
     exchanges = 0;
     buffer.clear();
+  }
+
+  /// The bytes the member sent that no parser took (after a read failed: what it said instead of HTTP).
+  std::string_view unparsed() const {
+    return std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size());
+  }
+
+  /// A member that answered a fresh connection with bytes that cannot start an HTTP reply (an ssh
+  /// banner, a binary protocol): never etcd, whatever the timing.
+  std::optional<MemberFailed> not_http(std::size_t index) const {
+    if (secure || exchanges != 0 || unparsed().empty() || etcd::could_be_http(unparsed())) return std::nullopt;
+    return definitively(StoreError(etcd::not_http_error(member_name(index), unparsed())));
   }
 
   void check_cancelled() const {
@@ -373,6 +391,7 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
     // as an alert on the first read.
     if (is_tls_error(ec)) throw definitively(tls_refused(index, ec));
     if (ec == beast::error::timeout) throw MemberFailed{"no answer within " + ms_text(kMemberAnswer)};
+    if (auto failed = not_http(index)) throw *failed;
     if (!secure && exchanges == 0 && is_closed(ec)) {
       boost::system::error_code ignored;
       const tcp::endpoint where = tcp_layer().socket().remote_endpoint(ignored);
@@ -382,6 +401,11 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
                                       " in --rdzv-endpoint, with cacert in --rdzv-conf (and cert and key if etcd asks "
                                       "for a client certificate)"));
       }
+      // Not TLS either: a TCPStore does this, a member that is stopping might do it once.
+      if (++silent_closes[index] >= etcd::kSilentClosesNotHttp) {
+        throw definitively(StoreError(etcd::silent_close_error(member_name(index))), /*silent_close=*/true);
+      }
+      throw MemberFailed{ec.message(), nullptr, /*silent_close=*/true};
     }
     throw MemberFailed{ec.message()};
   }
@@ -487,10 +511,17 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       const std::size_t index = *member;
       int status = 0;
       std::string reply;
+      bool exchange_failed = false;
       try {
         std::tie(status, reply) = co_await exchange(path, body, std::min(deadline, Clock::now() + kMemberAnswer));
       } catch (const MemberFailed& failed) {
         member_failed(index, failed);
+        exchange_failed = true;
+      }
+      if (exchange_failed) {
+        // As after connects that failed: when every member failed in a row, a moment's pause, so
+        // that a member that breaks every request at once is not asked again in a tight loop.
+        if (++failed_in_a_row % static_cast<int>(options().endpoints.size()) == 0) co_await pause_before_retry(deadline);
         continue;
       }
       if (status == 200) {
@@ -528,6 +559,10 @@ class EtcdConnection::Session : public std::enable_shared_from_this<Session> {
       check_cancelled();
       if (is_tls_error(ec)) {
         member_failed(index, definitively(tls_refused(index, ec)));
+        continue;
+      }
+      if (auto failed = ec ? not_http(index) : std::nullopt) {
+        member_failed(index, *failed);
         continue;
       }
       if (ec && Clock::now() >= deadline && !failures.count(index)) {
@@ -616,6 +651,7 @@ Task<std::string> EtcdConnection::call(std::string path, std::string body, milli
   session->check_cancelled();
   session->failures.clear();
   session->definitive_failures.clear();
+  session->silent_closes.clear();
   co_return co_await session->call(std::move(path), std::move(body), Clock::now() + timeout, timeout);
 }
 
@@ -625,6 +661,7 @@ Task<void> EtcdConnection::stream(std::string path, std::function<std::string()>
   session->check_cancelled();
   session->failures.clear();
   session->definitive_failures.clear();
+  session->silent_closes.clear();
   co_await session->stream(std::move(path), std::move(body), std::move(on_line), Clock::now() + timeout, timeout);
 }
 

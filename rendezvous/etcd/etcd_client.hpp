@@ -12,7 +12,9 @@
 /// transactions guarded by a compare; see etcd_store.hpp for the one exception).
 ///
 /// A member that can never serve this client (its TLS refused us or did not verify, it speaks the
-/// other protocol, it is not etcd) is left like one that failed: one member's expired certificate
+/// other protocol, it is not etcd: an HTTP server that answers otherwise, a server that answers with
+/// bytes that are not HTTP, or one that closes every request's connection without a byte, as a
+/// TCPStore does: etcd_peer.hpp) is left like one that failed: one member's expired certificate
 /// does not end a job the others serve. Only when every member failed so is that error thrown, at
 /// once (EtcdAuthError for TLS, StoreError for the others), not after the deadline.
 ///

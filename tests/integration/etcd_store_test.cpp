@@ -431,6 +431,37 @@ TEST_F(EtcdTlsTest, AServerThatIsNotEtcdIsNamedOnOneLine) {
   EXPECT_LT(outcome.took, 3s);
 }
 
+// Something that does not speak HTTP at all on a member's port (an ssh server's banner; a TCPStore,
+// which closes the connection without a byte) is left for a member that is etcd, as a member of
+// the other protocol is; only when no member speaks HTTP is it an error, at once, naming the first.
+TEST_F(EtcdTlsTest, AMemberThatDoesNotSpeakHttpIsLeftForOneThatDoes) {
+  EtcdMember etcd;
+  ASSERT_TRUE(etcd.wait_ready());
+  FakeMember ssh([](int fd, const std::atomic<bool>&) {
+    const std::string banner = "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n";
+    (void)::send(fd, banner.data(), banner.size(), MSG_NOSIGNAL);
+  });
+  FakeMember tcp_store([](int, const std::atomic<bool>&) {});  // reads the request, closes without a byte
+  const Endpoint good = options_for(etcd).endpoints.front();
+  const Endpoint banner{"127.0.0.1", ssh.port()};
+  const Endpoint silent{"127.0.0.1", tcp_store.port()};
+  auto members = [](std::vector<Endpoint> endpoints) {
+    EtcdOptions options;
+    options.endpoints = std::move(endpoints);
+    options.key_prefix = fresh_prefix();
+    return options;
+  };
+  EXPECT_EQ(connect(members({banner, good})).error, "") << "an ssh server, then etcd";
+  EXPECT_EQ(connect(members({silent, good})).error, "") << "a TCPStore, then etcd";
+  const Outcome none = connect(members({banner, silent}));
+  EXPECT_FALSE(none.unreachable) << none.error;
+  EXPECT_NE(none.error.find("the server at 127.0.0.1:" + std::to_string(ssh.port()) +
+                            " does not speak HTTP (it sent 'SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3')"),
+            std::string::npos)
+      << "the first member's reason: " << none.error;
+  EXPECT_LT(none.took, 3s) << none.error;
+}
+
 // OpenSSL would prompt for the passphrase (on a terminal: forever; without one: reading stdin).
 TEST_F(EtcdTlsTest, AnEncryptedKeyIsNamedWithoutAPrompt) {
   const TestCertificates certificates({"127.0.0.1"});

@@ -1,15 +1,23 @@
 // The etcd-v3 rendezvous with real ddprun agents and Debian's etcd-server, started and stopped
 // here. First a single member on loopback: jobs of a fixed size and elastic jobs form, a worker's
 // failure restarts every node, a third node scales a job of two, a frozen agent loses its lease and
-// is dropped, and the errors a user reads. Then a 3-member cluster in network namespaces, one
+// is dropped, and the errors a user reads (also when the endpoint is not etcd at all: a TCPStore, an
+// ssh server). Then a 3-member cluster in network namespaces, one
 // member and one agent per "machine": an elastic 2:3 job runs through the SIGKILL of the etcd
 // leader without a restart, then re-forms on the survivors within the lease TTL (plus a margin)
 // after the SIGKILL of an agent, and a survivor frozen with SIGSTOP loses its lease and is dropped.
 // The cluster test runs twice: over plain HTTP, and over TLS with client certificates (etcd's
 // --client-cert-auth); a job over TLS on one member restarts after a worker's failure too.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
+#include <atomic>
+#include <cstring>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -252,6 +260,104 @@ TEST_F(EtcdSingleMember, ABadEndpointListIsAUsageError) {
   Outcome outcome = run_ddprun({"--nnodes=2", "--rdzv-backend=etcd-v3", "--rdzv-endpoint=h1:2379,h2:notaport", "/bin/true"});
   EXPECT_EQ(outcome.exit_status, 2) << outcome.err;
   EXPECT_NE(outcome.err.find("is not an etcd-v3 rendezvous"), std::string::npos) << outcome.err;
+}
+
+/// A TCP listener on loopback that greets each connection as an ssh server does (its banner line),
+/// reads what the client sends, and closes: something that answers with bytes that are not HTTP.
+class SshBannerServer {
+ public:
+  static constexpr const char* kBanner = "SSH-2.0-OpenSSH_9.2p1 Debian-2+deb12u3\r\n";
+  SshBannerServer() {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 || ::listen(listener_, 16) != 0) {
+      throw std::runtime_error("the ssh-like listener cannot listen");
+    }
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length);
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      while (!stop_) {
+        pollfd ready{listener_, POLLIN, 0};
+        if (::poll(&ready, 1, 100) <= 0) continue;
+        const int fd = ::accept(listener_, nullptr, nullptr);
+        if (fd < 0) continue;
+        (void)::send(fd, kBanner, std::strlen(kBanner), MSG_NOSIGNAL);
+        char request[4096];
+        pollfd readable{fd, POLLIN, 0};
+        if (::poll(&readable, 1, 1000) > 0) (void)::recv(fd, request, sizeof request, 0);
+        ::close(fd);
+      }
+    });
+  }
+  ~SshBannerServer() {
+    stop_ = true;
+    thread_.join();
+    ::close(listener_);
+  }
+  std::string endpoint() const { return "127.0.0.1:" + std::to_string(port_); }
+
+ private:
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+/// How long a ddprun pointed at something that is not etcd may take to say so: far less than the
+/// join timeout it is given (the test asserts only that it did not wait that out).
+constexpr int kNotEtcdJoinTimeout = 20;
+constexpr auto kWellBeforeTheJoinTimeout = std::chrono::seconds(12);
+
+/// Runs a one-node etcd-v3 job against `endpoint` with a join timeout of kNotEtcdJoinTimeout.
+Outcome run_against(const std::string& endpoint, std::chrono::steady_clock::duration& took) {
+  const auto start = std::chrono::steady_clock::now();
+  Outcome outcome = run_ddprun({"--nnodes=1", "--nproc-per-node=1", "--rdzv-backend=etcd-v3",
+                                "--rdzv-endpoint=" + endpoint, "--rdzv-id=not-etcd",
+                                "--rdzv-conf=join_timeout=" + std::to_string(kNotEtcdJoinTimeout), "/bin/true"});
+  took = std::chrono::steady_clock::now() - start;
+  return outcome;
+}
+
+// A c10d TCPStore on the port (an easy slip when switching from c10d): it closes the connection on
+// an HTTP request without a word. Once that waited out the join timeout ("end of stream").
+TEST(EtcdEndpointThatIsNotEtcd, ATcpStoreIsNamedOnOneLineAtOnce) {
+  TempDir dir;
+  Launch store(Launch::Command{{ddprun_store_binary(), "--host", "127.0.0.1", "--port", "0", "--port-file",
+                                (dir.path() / "port").string()}});
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(dir.path() / "port"); })) << "no port file";
+  const std::string endpoint = "127.0.0.1:" + std::to_string(std::stoi(read_file(dir.path() / "port")));
+  std::chrono::steady_clock::duration took{};
+  Outcome outcome = run_against(endpoint, took);
+  EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+  EXPECT_LT(took, kWellBeforeTheJoinTimeout) << outcome.err;
+  EXPECT_NE(outcome.err.find("the server at " + endpoint + " closed the connection without a word on each of 3 HTTP "
+                             "requests: it does not speak HTTP (a TCPStore, c10d's or ddprun-store, does so): is it "
+                             "etcd's client port?"),
+            std::string::npos)
+      << outcome.err;
+  EXPECT_EQ(outcome.err.find("waiting for the rendezvous store"), std::string::npos) << outcome.err;
+  EXPECT_EQ(first_unprefixed_line(outcome.err), "") << outcome.err;
+  store.send(SIGTERM);
+  store.wait();
+}
+
+// An ssh server on the port: its banner is not HTTP. Once that waited out the join timeout ("bad
+// version"); now the error quotes what it sent.
+TEST(EtcdEndpointThatIsNotEtcd, AnSshServerIsNamedWithWhatItSentAtOnce) {
+  SshBannerServer ssh;
+  std::chrono::steady_clock::duration took{};
+  Outcome outcome = run_against(ssh.endpoint(), took);
+  EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+  EXPECT_LT(took, kWellBeforeTheJoinTimeout) << outcome.err;
+  EXPECT_NE(outcome.err.find("the server at " + ssh.endpoint() + " does not speak HTTP (it sent 'SSH-2.0-OpenSSH_9.2p1 "
+                             "Debian-2+deb12u3'): is it etcd's client port?"),
+            std::string::npos)
+      << outcome.err;
+  EXPECT_EQ(outcome.err.find("waiting for the rendezvous store"), std::string::npos) << outcome.err;
+  EXPECT_EQ(first_unprefixed_line(outcome.err), "") << outcome.err;
 }
 
 /// --rdzv-conf's TLS keys for `certificates`' client: the CA, and its certificate and key.
