@@ -4,6 +4,7 @@
 // a reader that stops reading, a full disk and a path that cannot be used.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "../support/free_port.hpp"
@@ -251,6 +253,56 @@ TEST(EventLog, AFifoNobodyReadsDoesNotHoldTheJobAndALateReaderGetsItFromTheStart
   std::vector<std::string> kinds;
   for (const std::string& line : split_lines(text)) kinds.push_back(json::parse(line).at("event"));
   EXPECT_EQ(joined(kinds), "job_started worker_started worker_started worker_exited worker_exited job_finished");
+}
+
+// Issue 25: a reader that opens the FIFO after a short job has ended in ddprun (0.5 s after it
+// started) still reads every event, from job_started to job_finished: ddprun waits for it (up to
+// 2 s). Before, ddprun exited at once and the events in the pipe went with it: the reader read none.
+TEST(EventLog, AReaderThatOpensTheFifoAfterAShortJobEndedGetsEveryEvent) {
+  TempDir dir;
+  const auto fifo = dir.path() / "events.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Launch launch({"--standalone", "--nproc-per-node", "2", "--events", fifo.string(), "/bin/true"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  // Non-blocking, so that a FIFO ddprun no longer holds open reads as its end, not as a wait for ever.
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  std::string text;
+  char buffer[4096];
+  for (const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+       std::chrono::steady_clock::now() < give_up;) {
+    const ssize_t n = ::read(reader, buffer, sizeof buffer);
+    if (n > 0) {
+      text.append(buffer, static_cast<std::size_t>(n));
+    } else if (n == 0) {
+      break;  // end of file: no writer (ddprun closed it, or was never there)
+    } else {
+      pollfd ready{reader, POLLIN, 0};
+      ::poll(&ready, 1, 100);
+    }
+  }
+  ::close(reader);
+  Outcome outcome = launch.wait();
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  std::vector<std::string> kinds;
+  for (const std::string& line : split_lines(text)) kinds.push_back(json::parse(line).at("event"));
+  EXPECT_EQ(joined(kinds), "job_started worker_started worker_started worker_exited worker_exited job_finished");
+  EXPECT_EQ(outcome.err.find("lost"), std::string::npos) << outcome.err;
+}
+
+// Issue 25: a FIFO nobody ever opens: ddprun ends all the same (after its 2 s wait) and says, in
+// one line, how many events were lost.
+TEST(EventLog, AFifoNobodyEverReadsEndsTheJobAndSaysTheEventsWereLost) {
+  TempDir dir;
+  const auto fifo = dir.path() / "events.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  Launch launch({"--standalone", "--nproc-per-node", "2", "--events", fifo.string(), "/bin/true"});
+  Outcome outcome = launch.wait(std::chrono::seconds(30));
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_NE(outcome.err.find("ddprun: warning: no reader took the last 6 event(s) of the event log " + fifo.string() +
+                             " (a FIFO) within 2 s; they are lost\n"),
+            std::string::npos)
+      << outcome.err;
 }
 
 TEST(EventLog, AReaderThatStopsReadingNeverStopsTheJob) {

@@ -184,6 +184,87 @@ TEST_F(EventLogFile, AFifoWithoutAReaderOpensAtOnceAndItsReaderGetsTheEventsFrom
   EXPECT_TRUE(warnings_.empty());
 }
 
+// Issue 25: the events in a FIFO's pipe lived as long as ddprun's own read-write descriptor; at the
+// end they went with it. when_drained now waits (its patience) for a reader to take them.
+TEST_F(EventLogFile, AtTheEndAFifoWaitsForALateReaderWhoGetsEveryEvent) {
+  ScratchFolder folder("event_log");
+  const std::string path = (folder.root() / "fifo").string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  std::string text;
+  bool done = false;
+  {
+    EventLog log(io_, path, collect());
+    for (int n = 0; n < 3; ++n) log.record(numbered(n));
+    log.when_drained([&] { done = true; }, std::chrono::seconds(60));
+    io_.run_for(std::chrono::milliseconds(100));
+    EXPECT_FALSE(done) << "no reader yet: the events would be lost";
+    int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // late, after the job's end
+    ASSERT_GE(reader, 0);
+    for (int i = 0; i < 2000 && !done; ++i) {
+      text += read_available(reader);
+      io_.run_for(std::chrono::milliseconds(5));
+    }
+    EXPECT_TRUE(done) << "drained by the late reader, long before the patience";
+    log.record(numbered(3));  // an event after the wait: the reader is there, it gets it too
+    text += read_available(reader);
+    ::close(reader);
+  }
+  EXPECT_EQ(ranks_of(text), range(0, 4));
+  EXPECT_TRUE(warnings_.empty()) << warnings_.front();
+}
+
+TEST_F(EventLogFile, AtTheEndAFifoNobodyOpensGivesUpAfterThePatienceAndSaysHowManyEventsWereLost) {
+  ScratchFolder folder("event_log");
+  const std::string path = (folder.root() / "fifo").string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  {
+    EventLog log(io_, path, collect());
+    for (int n = 0; n < 3; ++n) log.record(numbered(n));
+    bool done = false;
+    log.when_drained([&] { done = true; }, std::chrono::milliseconds(300));
+    const auto start = std::chrono::steady_clock::now();
+    while (!done && std::chrono::steady_clock::now() - start < std::chrono::seconds(20)) {
+      io_.run_one_for(std::chrono::seconds(1));
+    }
+    EXPECT_TRUE(done);
+    EXPECT_TRUE(warnings_.empty()) << "said once, as ddprun ends";
+  }
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_EQ(warnings_[0], "warning: no reader took the last 3 event(s) of the event log " + path +
+                              " (a FIFO) within 300 ms; they are lost");
+}
+
+// Ended without the end's wait (a second Ctrl-C): the events no reader took are said lost all the same.
+TEST_F(EventLogFile, AFifoNobodyReadEndedWithoutTheWaitSaysItsEventsWereLost) {
+  ScratchFolder folder("event_log");
+  const std::string path = (folder.root() / "fifo").string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  {
+    EventLog log(io_, path, collect());
+    for (int n = 0; n < 2; ++n) log.record(numbered(n));
+  }
+  ASSERT_EQ(warnings_.size(), 1u);
+  EXPECT_EQ(warnings_[0], "warning: no reader took the last 2 event(s) of the event log " + path +
+                              " (a FIFO); they are lost");
+}
+
+// A reader that came during the job and took everything: nothing to wait for at the end.
+TEST_F(EventLogFile, AtTheEndAFifoWhoseReaderTookEverythingIsDrainedAtOnce) {
+  ScratchFolder folder("event_log");
+  const std::string path = (folder.root() / "fifo").string();
+  ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+  EventLog log(io_, path, collect());
+  log.record(numbered(0));
+  int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  EXPECT_EQ(ranks_of(read_available(reader)), range(0, 1));
+  bool done = false;
+  log.when_drained([&] { done = true; }, std::chrono::seconds(60));
+  io_.run_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(done);
+  ::close(reader);
+}
+
 TEST_F(EventLogFile, AFullDiskIsSaidOnceNamingTheFileAndNothingMoreIsWritten) {
   EventLog log(io_, "/dev/full", collect());
   for (int n = 0; n < 5; ++n) log.record(numbered(n));
