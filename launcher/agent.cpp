@@ -85,7 +85,7 @@ void Agent::perform(const SupervisorAction& action) {
   struct Performer {
     Agent& a;
     void operator()(const action::StartGroup&) const { a.start_attempt(); }
-    void operator()(const action::StopGroup& s) const { a.group_->stop(s.signo, grace_of(a.plan_.config)); }
+    void operator()(const action::StopGroup& s) const { a.group_->stop(s.signo, grace_of(a.plan_.config), s.hold); }
     void operator()(const action::KillGroup&) const { a.group_->stop(SIGKILL, std::chrono::milliseconds(0)); }
     void operator()(const action::KillRunning&) const { a.group_->signal_running(SIGKILL); }
     void operator()(const action::RecordFailure& r) const {

@@ -64,7 +64,9 @@ class Transitions {
     if (reaped.empty() || s_.phase != Phase::running) return;
     for (const auto& [exit, rank] : reaped) record(exit, rank);
     s_.phase = Phase::stopping_after_failure;
-    out_.push_back(action::StopGroup{SIGTERM});
+    // A failure that ends the job: the others' stop waits a moment (kSameMoment), so that a rank
+    // failing at the same moment ends by its own failure and is in the summary. A restart does not wait.
+    out_.push_back(action::StopGroup{SIGTERM, may_restart() ? std::chrono::milliseconds(0) : kSameMoment});
     if (s_.multi_node) report_failure();
   }
 
@@ -327,7 +329,10 @@ std::vector<SupervisorAction> next(SupervisorState& state, const SupervisorEvent
 namespace {
 struct ActionDescriber {
   std::string operator()(const action::StartGroup&) const { return "start"; }
-  std::string operator()(const action::StopGroup& a) const { return "stop(" + signal_name(a.signo) + ")"; }
+  std::string operator()(const action::StopGroup& a) const {
+    const std::string held = a.hold.count() > 0 ? " after " + std::to_string(a.hold.count()) + " ms" : "";
+    return "stop(" + signal_name(a.signo) + held + ")";
+  }
   std::string operator()(const action::KillGroup&) const { return "kill"; }
   std::string operator()(const action::KillRunning&) const { return "kill-running"; }
   std::string operator()(const action::RecordFailure& a) const { return "record(rank " + std::to_string(a.rank) + ")"; }

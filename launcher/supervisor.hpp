@@ -15,6 +15,7 @@
 /// captured (CaptureStacks; StacksCaptured follows), then --hang-action says what happens: report
 /// (nothing more), stop (the workers are stopped and the job fails with the hang in its summary,
 /// whatever restarts are left) or restart (as a failure: a restart while --max-restarts allows).
+#include <chrono>
 #include <optional>
 #include <string>
 #include <variant>
@@ -120,9 +121,12 @@ using SupervisorEvent =
 namespace action {
 /// A new worker group for this attempt (state.restart_count; in a round, the round's ranks).
 struct StartGroup {};
-/// Stop the group: `signo` to every worker, SIGKILL after the grace period.
+/// Stop the group: `signo` to every worker, SIGKILL after the grace period. `hold`: starting no
+/// more workers now, the signal goes out after that long (kSameMoment, failure_rule.hpp), unless a
+/// stop without hold comes first or every worker has exited.
 struct StopGroup {
   int signo = 0;
+  std::chrono::milliseconds hold{0};
 };
 /// SIGKILL to every worker now, the group is done with.
 struct KillGroup {};

@@ -111,12 +111,14 @@ WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers, Env
       base_env_(std::move(base_env)),
       spawn_settings_(spawn_settings),
       kill_timer_(io),
+      hold_timer_(io),
       spawn_timer_(io) {}
 
 // Handlers still queued (cancelled reads and timers) hold the workers by shared_ptr and see the
 // group gone through `life_`, so destroying a group with work in flight is safe.
 WorkerGroup::~WorkerGroup() {
   kill_timer_.cancel();
+  hold_timer_.cancel();
   spawn_timer_.cancel();
   for (auto& worker : workers_) {
     worker->drain_timer.cancel();
@@ -352,6 +354,8 @@ void WorkerGroup::maybe_done() {
   }
   done_reported_ = true;
   kill_timer_.cancel();
+  ++hold_generation_;  // nobody left to stop: a held stop is void
+  hold_timer_.cancel();
   // Posted, so that the handler may destroy this group without pulling it from under our feet.
   std::weak_ptr<int> life = life_;
   asio::post(io_, [this, life] {
@@ -373,8 +377,29 @@ void WorkerGroup::signal_running(int signo) {
   }
 }
 
-void WorkerGroup::stop(int signo, std::chrono::milliseconds grace) {
+void WorkerGroup::stop(int signo, std::chrono::milliseconds grace, std::chrono::milliseconds hold) {
   stopping_ = true;
+  const unsigned generation = ++hold_generation_;  // a stop asked now replaces one held
+  hold_timer_.cancel();
+  if (hold.count() > 0) {
+    std::weak_ptr<int> life = life_;
+    hold_timer_.expires_after(hold);
+    hold_timer_.async_wait([this, life, generation, signo, grace](const boost::system::error_code& ec) {
+      // The generation, not only ec: a handler already queued when the hold was replaced still runs.
+      if (ec || life.expired() || generation != hold_generation_) return;
+      signal_stop(signo, grace);
+    });
+  } else {
+    signal_stop(signo, grace);
+  }
+  if (starting_) {
+    starting_ = false;  // spawn_batch, if queued, starts no more
+    prepare_ = nullptr;
+    maybe_done();
+  }
+}
+
+void WorkerGroup::signal_stop(int signo, std::chrono::milliseconds grace) {
   signal_running(signo);
   std::weak_ptr<int> life = life_;
   kill_timer_.expires_after(grace);
@@ -382,11 +407,6 @@ void WorkerGroup::stop(int signo, std::chrono::milliseconds grace) {
     if (ec || life.expired()) return;
     signal_running(SIGKILL);
   });
-  if (starting_) {
-    starting_ = false;  // spawn_batch, if queued, starts no more
-    prepare_ = nullptr;
-    maybe_done();
-  }
 }
 
 void WorkerGroup::set_window(const winsize& window) {

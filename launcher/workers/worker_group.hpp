@@ -83,8 +83,11 @@ class WorkerGroup {
 
   /// Starts no more workers; `signo` to every running worker, then SIGKILL to those still running
   /// after `grace`. Output a gone worker still owes a console that has taken nothing for the drain
-  /// timeout is dropped, so that a stop is never held up by a console nobody reads.
-  void stop(int signo, std::chrono::milliseconds grace);
+  /// timeout is dropped, so that a stop is never held up by a console nobody reads. `hold`: the
+  /// signal goes out that much later (a worker exiting meanwhile ends on its own, not by ddprun's
+  /// signal); a stop without hold asked meanwhile replaces it.
+  void stop(int signo, std::chrono::milliseconds grace,
+            std::chrono::milliseconds hold = std::chrono::milliseconds(0));
 
   std::string stderr_tail_of(int local_rank) const;
 
@@ -113,6 +116,8 @@ class WorkerGroup {
   bool drop_if_console_stalled(Worker& worker);
   void close_stream(Worker& worker, Stream& stream);
   void maybe_done();
+  /// `signo` now, SIGKILL after `grace`.
+  void signal_stop(int signo, std::chrono::milliseconds grace);
 
   boost::asio::io_context& io_;
   WorkerGroupHandlers handlers_;
@@ -126,6 +131,8 @@ class WorkerGroup {
   bool stopping_ = false;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);  ///< expires with the group; see the .cpp
   boost::asio::steady_timer kill_timer_;
+  boost::asio::steady_timer hold_timer_;  ///< a held stop's signal (stop's `hold`)
+  unsigned hold_generation_ = 0;          ///< a held stop acts only if no stop came after it
   boost::asio::steady_timer spawn_timer_;  ///< the next batch of a start, after the loop's other events
   bool done_reported_ = false;
 };

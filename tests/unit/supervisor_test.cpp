@@ -247,7 +247,8 @@ TEST(SupervisorLife, SingleNodeRestartsUntilNoneAreLeftThenFails) {
                                  "start",
                                  "", "record(rank 1) | stop(SIGTERM)", "",
                                  "print(rank 1 failed (exit code 1); restarting the worker group, restart 1 of 1) | start",
-                                 "", "record(rank 0) | stop(SIGTERM)", "",
+                                 // The last failure ends the job: the others' stop waits a moment (kSameMoment).
+                                 "", "record(rank 0) | stop(SIGTERM after 100 ms)", "",
                                  "summary | finish(1)",
                              }));
   EXPECT_EQ(s.exit_status, 1);
