@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string_view>
@@ -38,8 +39,12 @@ int seconds_from(const std::optional<std::string>& value, const char* name, int 
 }  // namespace
 
 std::string read_hostfile(const std::string& path, const std::string& label) {
+  auto cannot_read = [&](const std::string& why) { return UsageError(label + " " + path + ": cannot read: " + why); };
+  // A folder opens (and an ifstream reads it as empty: "lists no host"); say what it is instead.
+  std::error_code ignored;
+  if (std::filesystem::is_directory(path, ignored)) throw cannot_read("it is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw UsageError(label + " " + path + ": cannot read: " + std::strerror(errno));
+  if (!in) throw cannot_read(std::strerror(errno));
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();

@@ -79,6 +79,9 @@ TEST(FleetFromCommandLine, Refusals) {
       {{"-H", "a", "--hostfile=/nonexistent/h", "/bin/true"}, kNoPath,
        "--hosts: cannot be used with --hostfile (give the hosts one way)"},
       {{"--hostfile=/nonexistent/h", "/bin/true"}, kNoPath, "--hostfile /nonexistent/h: cannot read: No such file or directory"},
+      // Issue 25: a folder was read as an empty file ("lists no host"); its cause is named instead.
+      {{"--hostfile=/tmp", "/bin/true"}, kNoPath, "--hostfile /tmp: cannot read: it is a folder, not a file"},
+      {{"--hostfile", "/", "/bin/true"}, kNoPath, "--hostfile /: cannot read: it is a folder, not a file"},
       {{"-H", "a", "--standalone", "/bin/true"}, kNoPath, "--hosts: cannot be used with --standalone (one node)"},
       {{"-H", "a", "--ssh-port=0", "/bin/true"}, kNoPath, "--ssh-port: \"0\" is not a port number (1..65535)"},
       {{"-H", "a", "--ssh-option=NoEquals", "/bin/true"}, kNoPath,
