@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <boost/asio/ip/address.hpp>
 #include <chrono>
 
 #include "launcher/base/unix_time.hpp"
@@ -17,6 +18,17 @@
 #include "rendezvous/endpoint.hpp"
 
 namespace ddprun::launcher {
+
+std::string status_url(std::string_view status_host, int port, std::string_view host_name) {
+  std::string host(rendezvous::without_brackets(status_host));
+  boost::system::error_code not_an_address;
+  const auto address = boost::asio::ip::make_address(host, not_an_address);
+  if (!not_an_address && address.is_unspecified()) {
+    host = !host_name.empty() ? std::string(host_name) : address.is_v6() ? "::1" : "127.0.0.1";
+  }
+  return "http://" + rendezvous::format_endpoint(host, port) + "/";
+}
+
 std::string run_command_line(const std::string& program, const std::vector<std::string>& args) {
   std::string text = program;
   for (const auto& arg : args) text += " " + arg;
@@ -49,7 +61,7 @@ void StatusService::start() {
   if (settings_.status_port) {
     // A port that cannot be had fails the job before anything runs, as a busy store port does.
     const int port = server_->listen_tcp(settings_.status_host, *settings_.status_port);
-    entry.url = "http://" + rendezvous::format_endpoint(settings_.status_host, port) + "/";
+    entry.url = status_url(settings_.status_host, port, settings_.host);
     print_line("status at " + entry.url);
   }
   // The Unix socket and the registry are conveniences: without them the job still runs.

@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "launcher/base/environ.hpp"
@@ -34,6 +35,11 @@ struct StatusServiceSettings {
   std::string status_host;           ///< --status-host
   std::optional<int> status_port;    ///< --status-port; nullopt: the Unix socket only
 };
+
+/// The URL of --status-port's endpoint bound to `status_host`, as ddprun prints it and the run
+/// registry keeps it: one a browser can open. An address meaning every address (0.0.0.0, ::) is
+/// none: `host_name` (this machine's) stands in for it, loopback when that is empty.
+std::string status_url(std::string_view status_host, int port, std::string_view host_name);
 
 class StatusService : private StatusSource {
  public:

@@ -353,6 +353,22 @@ TEST(StatusEndpoint, StatusFromAnotherProcessOverTcpWithTheToken) {
   EXPECT_NE(with_token.out.find(std::to_string(job.pids().at(0))), std::string::npos) << with_token.out;
 }
 
+// Issue 25: bound to every address (0.0.0.0), the URL printed and registered was
+// http://0.0.0.0:PORT/, which no browser opens; it names the host instead.
+TEST(StatusEndpoint, BoundToEveryAddressTheUrlNamesTheHost) {
+  RuntimeDir runtime;
+  StatusJob job(runtime, 1, {"--status-port", "0", "--status-host", "0.0.0.0"}, {{"DDPRUN_STORE_TOKEN", "s3cret"}});
+  ASSERT_TRUE(job.started()) << job.stderr_text();
+  ASSERT_GT(job.port(), 0) << job.stderr_text();
+  char name[256] = {};
+  ASSERT_EQ(::gethostname(name, sizeof name - 1), 0);
+  const std::string url = "http://" + std::string(name) + ":" + std::to_string(job.port()) + "/";
+  EXPECT_NE(job.stderr_text().find("ddprun: status at " + url + "\n"), std::string::npos) << job.stderr_text();
+  const auto entry = std::filesystem::path(runtime.str()) / "ddprun" / (std::to_string(job.agent_pid()) + ".json");
+  ASSERT_TRUE(std::filesystem::exists(entry));
+  EXPECT_EQ(json::parse(read_file(entry)).value("url", ""), url);
+}
+
 TEST(StatusEndpoint, BeyondLoopbackWithoutATokenIsAUsageError) {
   Outcome outcome = run_ddprun({"--standalone", "--status-port", "0", "--status-host", "0.0.0.0", "--no-python",
                                 test_worker_binary(), "echo", "x"});
