@@ -5,14 +5,14 @@ ddprun puts this folder first on its workers' PYTHONPATH, so Python imports this
 things and nothing else:
 
 1. When DDPRUN_PYTHON_STACKS_FILE and DDPRUN_STACKS_SIGNAL are set (ddprun sets them for each
-   worker), it registers faulthandler for that signal (a real-time one, SIGRTMAX-3), writing every
-   thread's Python frames to that file (appended: ddprun reads what each dump adds). faulthandler's
-   handler is C code that runs in the signal handler itself, so the dump comes even while the main
-   thread is blocked in C (a collective, time.sleep). The two variables are then removed from the
+   worker), it registers faulthandler for that signal (SIGURG), writing every thread's Python
+   frames to that file (appended: ddprun reads what each dump adds). faulthandler's handler is C
+   code that runs in the signal handler itself, so the dump comes even while the main thread is
+   blocked in C (a collective, time.sleep). The two variables are then removed from the
    environment, so that processes this worker starts (DataLoader workers, subprocesses) neither
-   register nor write to the same file. chain=False: the signal's previous action is the default
-   one, which would end the process; ddprun only sends the signal to a process whose
-   /proc/PID/status shows it caught.
+   register nor write to the same file. SIGURG's default action is to ignore it: a process that
+   has not registered, or that exec'd since (its new image has the default action again), drops
+   ddprun's signal rather than dying of it. chain=False: the previous action is that default.
 2. When the torch this interpreter would import is PyTorch 1.x, it sets NCCL_ASYNC_ERROR_HANDLING=1
    (unless it is set), as torchrun 1.x does: PyTorch 1.x reads that name, while 2.x reads
    TORCH_NCCL_ASYNC_ERROR_HANDLING (which ddprun sets for every worker) and warns, twice per rank,

@@ -29,7 +29,7 @@ namespace asio = boost::asio;
 
 namespace ddprun::launcher {
 
-int stack_dump_signal() { return SIGRTMAX - 3; }
+int stack_dump_signal() { return SIGURG; }
 
 bool catches_signal(std::string_view status, int signo) {
   if (signo < 1 || signo > 64) return false;
@@ -46,14 +46,60 @@ bool catches_signal(std::string_view status, int signo) {
   return (mask >> (signo - 1)) & 1u;
 }
 
+StackSignalCheck check_stack_signal(std::string_view stat, std::string_view status, pid_t agent, int signo) {
+  // "PID (COMM) STATE PPID ...": COMM may hold spaces and parentheses, so from the last ')'.
+  const auto close = stat.rfind(')');
+  if (close == std::string_view::npos || close + 2 >= stat.size()) return StackSignalCheck::gone;
+  std::string_view rest = stat.substr(close + 2);  // "STATE PPID ..."
+  if (rest.front() == 'Z' || rest.front() == 'X') return StackSignalCheck::gone;
+  const auto space = rest.find(' ');
+  if (space == std::string_view::npos) return StackSignalCheck::gone;
+  const std::string_view field = rest.substr(space + 1, rest.find(' ', space + 1) - (space + 1));
+  if (field.empty() || field.size() > 9) return StackSignalCheck::gone;
+  pid_t parent = 0;
+  for (char c : field) {
+    if (c < '0' || c > '9') return StackSignalCheck::gone;
+    parent = parent * 10 + (c - '0');
+  }
+  if (parent != agent) return StackSignalCheck::not_ours;
+  return catches_signal(status, signo) ? StackSignalCheck::send : StackSignalCheck::not_catching;
+}
+
 namespace {
 
 constexpr auto kPythonPoll = std::chrono::milliseconds(20);
 
-std::string read_status(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+std::string read_proc(pid_t pid, const char* name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/" + name);
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   return text;
+}
+
+/// Sends the stack signal to the worker `pid`, through a pidfd pinned before /proc is read: so the
+/// process checked is the process signalled (a pid reused since the status sample is another
+/// parent's, or has ended by the send, which then reaches nobody). The signal's default action is
+/// to ignore it (stack_dump_signal), so an exec in between makes it a no-op, never a kill. On a
+/// kernel without pidfds (before 5.3), kill() after the same checks: a pid reused between the
+/// checks and kill() could get the signal, which a process that does not catch it ignores.
+/// Empty: sent; otherwise why not.
+std::string send_stack_signal(pid_t pid, int signo) {
+  UniqueFd pin = pin_process(pid);
+  if (pin.get() < 0 && errno != ENOSYS) {
+    return errno == ESRCH ? "pid " + std::to_string(pid) + " has exited" : "cannot signal pid " + std::to_string(pid);
+  }
+  switch (check_stack_signal(read_proc(pid, "stat"), read_proc(pid, "status"), ::getpid(), signo)) {
+    case StackSignalCheck::send:
+      break;
+    case StackSignalCheck::gone:
+      return "pid " + std::to_string(pid) + " has exited";
+    case StackSignalCheck::not_ours:
+      return "pid " + std::to_string(pid) + " is no longer this job's worker (it exited)";
+    case StackSignalCheck::not_catching:
+      return "no Python frames (not a Python worker with ddprun's faulthandler)";
+  }
+  const bool sent = pin.get() >= 0 ? signal_pinned(pin, signo) : signal_process(pid, signo);
+  if (sent) return "";
+  return errno == ESRCH ? "pid " + std::to_string(pid) + " has exited" : "cannot signal pid " + std::to_string(pid);
 }
 
 std::optional<std::uintmax_t> file_size(const std::string& path) {
@@ -165,18 +211,19 @@ struct StackCapture::Run : std::enable_shared_from_this<Run> {
         rank.native_pending = false;
         rank.captured.native_note = "gdb not found on PATH (install gdb for native frames)";
       }
-      const pid_t pid = rank.target.pid;
-      if (!rank.target.python_stacks_file.empty() && is_signalable(pid) && catches_signal(read_status(pid), signo)) {
+      if (rank.target.python_stacks_file.empty()) {
+        rank.captured.python_note = "no Python frames (not a Python worker with ddprun's faulthandler)";
+      } else {
+        // Where this dump starts: taken before the signal, which may be answered at once.
         rank.offset = file_size(rank.target.python_stacks_file).value_or(0);
-        if (signal_process(pid, signo)) {
+        std::string why_not = send_stack_signal(rank.target.pid, signo);
+        if (why_not.empty()) {
           rank.python_pending = true;
           rank.python_deadline = std::chrono::steady_clock::now() + settings.python_timeout;
           polling = true;
         } else {
-          rank.captured.python_note = "cannot signal pid " + std::to_string(pid);
+          rank.captured.python_note = std::move(why_not);
         }
-      } else {
-        rank.captured.python_note = "no Python frames (not a Python worker with ddprun's faulthandler)";
       }
       if (!rank.python_pending && rank.native_pending) gdb_queue.push_back(i);
     }

@@ -3,10 +3,14 @@
 ///
 /// Per rank, two sources:
 ///   - Python frames, when the worker is a Python process running ddprun's sitecustomize
-///     (python/sitecustomize.py: faulthandler registered for kStackDumpSignal, writing to the
-///     rank's file). The signal goes only to a pid whose /proc/PID/status SigCgt shows it caught:
-///     its default action ends a process, and a worker that did not register (not Python, or run
-///     with -I, -E or -S) must never get it. The dump is what the file grew by, once it stops growing.
+///     (python/sitecustomize.py: faulthandler registered for stack_dump_signal(), SIGURG, writing
+///     to the rank's file). The dump is what the file grew by, once it stops growing. The signal
+///     cannot end any process: SIGURG's default action is to ignore it, so a worker that did not
+///     register (not Python, run with -I, -E or -S) or that exec'd since its handler was seen
+///     (whose image has the default action again, even for a signal queued while execve ran)
+///     drops it. It goes only to a process pinned by a pidfd that is still this process's child
+///     and catches it (read through /proc after pinning): the pid comes from a status sample up
+///     to 2 s old, and once that worker was reaped the kernel may have given it to another process.
 ///   - native frames of every thread: `ddprun-unwind PID` (unwind_main.cpp: ptrace and libunwind,
 ///     milliseconds a process) when it is beside ddprun, else `gdb -nx -batch -p PID` (`thread
 ///     apply all bt`), which prints the same form, as a child process in a process group of its
@@ -35,13 +39,26 @@
 
 namespace ddprun::launcher {
 
-/// The signal ddprun's sitecustomize registers faulthandler for: SIGRTMAX-3 (61 with glibc), a
-/// real-time signal nothing of Python, PyTorch, gloo, NCCL or MPI uses; its default action ends a
-/// process, hence the SigCgt check. Workers read it from DDPRUN_STACKS_SIGNAL.
+/// The signal ddprun's sitecustomize registers faulthandler for: SIGURG (23 on Linux), whose
+/// default action is to ignore it, so that it can end no process (a real-time signal, as before
+/// issue 25, ended a worker that exec'd between ddprun's look at its handlers and the signal).
+/// Nothing of Python, PyTorch, gloo, NCCL or MPI uses it; the kernel sends it only to the owner
+/// (F_SETOWN) of a socket that receives out-of-band data, and the Go runtime uses it to preempt
+/// goroutines and tolerates extra ones. Workers read it from DDPRUN_STACKS_SIGNAL.
 int stack_dump_signal();
 
 /// Whether the "SigCgt:" line of /proc/PID/status (`status`) has `signo` caught.
 bool catches_signal(std::string_view status, int signo);
+
+/// Whether a capture sends the stack signal to a pinned process, from what /proc says of it after
+/// it was pinned (`stat`: /proc/PID/stat, `status`: /proc/PID/status; empty: unreadable).
+enum class StackSignalCheck {
+  send,          ///< ddprun's child (`agent`), alive, catching `signo`
+  gone,          ///< no such process, or a zombie
+  not_ours,      ///< another parent: the worker ended and its pid went to another process
+  not_catching,  ///< not a Python worker with ddprun's faulthandler (or not yet, or no more)
+};
+StackSignalCheck check_stack_signal(std::string_view stat, std::string_view status, pid_t agent, int signo);
 
 struct StackTarget {
   int rank = 0;

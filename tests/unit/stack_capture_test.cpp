@@ -1,5 +1,7 @@
 // Stack capture on real processes: a Python process running ddprun's sitecustomize (python/) dumps
-// its frames on the signal, a process that does not catch the signal never gets it (it would die),
+// its frames on the signal, a process that does not catch the signal never gets it, the signal
+// cannot end a process that exec'd since its handler was seen, a pid that is no longer the agent's
+// child (reused) gets nothing,
 // gdb reads every thread's native frames, a gdb that hangs is killed at the timeout, and nothing is
 // left running. Also the pure parts: SigCgt, the rank's file text, the Python folder's place.
 #include <signal.h>
@@ -40,7 +42,39 @@ TEST(CatchesSignal, ReadsSigCgt) {
   EXPECT_FALSE(catches_signal("Name:\tsleep\n", 61));  // no line
   EXPECT_FALSE(catches_signal(python, 0));
   EXPECT_FALSE(catches_signal(python, 65));
-  EXPECT_EQ(stack_dump_signal(), SIGRTMAX - 3);
+}
+
+TEST(StackDumpSignal, IsOneWhoseDefaultActionIsToIgnoreIt) {
+  // SIGURG: a worker that exec'd since its handler was seen (and so has the default action again)
+  // drops the signal instead of dying of it (issue 25). 61 (SIGRTMAX-3), before, ended it.
+  EXPECT_EQ(stack_dump_signal(), SIGURG);
+}
+
+TEST(CheckStackSignal, OnlyAChildOfTheAgentThatCatchesTheSignal) {
+  const int signo = SIGURG;  // bit 23 of SigCgt: 0x400000
+  const std::string catching = "Name:\tpython3\nSigCgt:\t0000000180400002\n";
+  const std::string not_catching = "Name:\tsleep\nSigCgt:\t0000000000000000\n";
+  struct Case {
+    const char* name;
+    std::string stat;
+    std::string status;
+    StackSignalCheck check;
+  };
+  const std::vector<Case> cases{
+      {"a worker of agent 100", "4242 (python3) S 100 4242 4242 0 -1", catching, StackSignalCheck::send},
+      {"running", "4242 (python3) R 100 4242 4242 0 -1", catching, StackSignalCheck::send},
+      {"not catching (no sitecustomize, or exec'd)", "4242 (sleep) S 100 4242 4242 0 -1", not_catching,
+       StackSignalCheck::not_catching},
+      {"another parent: the pid was reused", "4242 (python3) S 1 4242 4242 0 -1", catching, StackSignalCheck::not_ours},
+      {"a parent whose pid starts like ours", "4242 (python3) S 1000 4242 4242", catching, StackSignalCheck::not_ours},
+      {"a zombie", "4242 (python3) Z 100 4242 4242 0 -1", catching, StackSignalCheck::gone},
+      {"dead", "4242 (python3) X 100 4242 4242 0 -1", catching, StackSignalCheck::gone},
+      {"no such process (nothing read)", "", "", StackSignalCheck::gone},
+      {"a name with spaces and parentheses", "4242 (a (b) S 1) S 100 4242 4242 0 -1", catching, StackSignalCheck::send},
+      {"cut after the state", "4242 (python3) S", catching, StackSignalCheck::gone},
+      {"a parent that is not a number", "4242 (python3) S x1 4242", catching, StackSignalCheck::gone},
+  };
+  for (const Case& c : cases) EXPECT_EQ(check_stack_signal(c.stat, c.status, 100, signo), c.check) << c.name;
 }
 
 TEST(StackFileText, SaysWhatWasCapturedAndWhyNot) {
@@ -191,6 +225,46 @@ TEST(StackCapture, PythonFramesFromTheWorkersOwnFaulthandlerAndNativeFromGdb) {
   EXPECT_EQ(again.done[0].python_text, py.python_text);
   stop(python);
   stop(plain);
+}
+
+TEST(StackDumpSignal, CannotEndAProcessThatExecdSinceItsHandlerWasSeen) {
+  // The race of issue 25: ddprun saw the handler, the worker exec'd, the signal arrived.
+  testing_support::ScratchFolder dir("stack_capture");
+  const std::string signo = std::to_string(stack_dump_signal());
+  pid_t child = spawn({"/bin/sh", "-c", "trap 'echo caught' " + signo + "; exec /bin/sleep 600"});
+  ASSERT_TRUE(wait_for_text("/proc/" + std::to_string(child) + "/comm", "sleep"));
+  ASSERT_TRUE(::kill(child, stack_dump_signal()) == 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(alive(child)) << "the stack signal ended a process that does not catch it";
+  stop(child);
+}
+
+TEST(StackCapture, APidThatIsNoLongerTheAgentsChildGetsNoSignal) {
+  // A status sample's pid whose worker ended: another process has it now (here a grandchild of
+  // the test, which catches the signal and says so in a file). It must not be signalled.
+  testing_support::ScratchFolder dir("stack_capture");
+  const fs::path got = dir.root() / "got.txt";
+  const fs::path pid_file = dir.root() / "pid.txt";
+  const std::string inner = "trap 'echo got >> " + got.string() + "' " + std::to_string(stack_dump_signal()) +
+                            "; echo $$ > " + pid_file.string() + ".tmp; mv " + pid_file.string() + ".tmp " +
+                            pid_file.string() + "; while :; do sleep 0.05; done";
+  pid_t parent = spawn({"/bin/sh", "-c", "/bin/sh -c \"$0\" & wait", inner});
+  ASSERT_TRUE(wait_for_text(pid_file, "\n"));
+  pid_t other = 0;
+  std::ifstream(pid_file) >> other;
+  ASSERT_GT(other, 1);
+  ASSERT_TRUE(wait_for_text("/proc/" + std::to_string(other) + "/status", "SigCgt"));
+  StackCaptureSettings settings;
+  settings.python_timeout = std::chrono::milliseconds(300);
+  settings.native = false;
+  auto result = capture({StackTarget{0, 0, 0, other, (dir.root() / "stacks.txt").string()}}, settings);
+  ASSERT_EQ(result.done.size(), 1u);
+  EXPECT_NE(result.done[0].python_note.find("is no longer this job's worker"), std::string::npos)
+      << result.done[0].python_note;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // a trap runs after the shell's sleep
+  EXPECT_FALSE(fs::exists(got)) << "a process that is not the agent's child got the stack signal";
+  ::kill(other, SIGKILL);
+  stop(parent);
 }
 
 TEST(StackCapture, AGdbThatHangsIsKilledAtTheTimeout) {
