@@ -21,6 +21,14 @@ std::string terminal_safe(std::string_view text) {
   return out;
 }
 
+std::string terminal_safe_line(std::string_view text) {
+  std::string out = terminal_safe(text);
+  for (char& c : out) {
+    if (c == '\n' || c == '\t') c = ' ';
+  }
+  return out;
+}
+
 Excerpt last_lines(std::string_view text, std::size_t max_lines, std::size_t max_bytes) {
   std::vector<std::string_view> lines;
   while (true) {

@@ -12,6 +12,10 @@ namespace ddprun::launcher {
 /// DEL -> "^?"), and '\r' dropped (CRLF line ends). UTF-8 passes unchanged.
 std::string terminal_safe(std::string_view text);
 
+/// terminal_safe(text) on one line: '\n' and '\t' shown as spaces. For a worker's text in a cell
+/// of a table or a line of the status block, where a line break would break the layout.
+std::string terminal_safe_line(std::string_view text);
+
 struct Excerpt {
   std::string text;          ///< the kept lines, joined by '\n'
   std::size_t omitted = 0;   ///< lines left out before them

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "launcher/base/terminal_safe.hpp"
 #include "launcher/output/live_region.hpp"
 #include "launcher/observe/straggler_rule.hpp"
 
@@ -65,7 +66,9 @@ std::string rank_line(const RankStatus& rank, bool color) {
   std::string state = shown_state(rank);
   std::string step = rank.progress ? std::to_string(rank.progress->step) : "-";
   std::string rate = rank.progress ? format_count(rank.progress->samples_per_second) : "-";
-  std::string text = rank.progress ? rank.progress->text : std::string();
+  // The worker's own text: shown, never obeyed (a colour code in it would last past its cell, a
+  // cursor move or a line break would break the block).
+  std::string text = rank.progress ? terminal_safe_line(rank.progress->text) : std::string();
   if (rank.state == RankState::failed || rank.state == RankState::exited) {
     std::string code = rank.exitcode < 0 ? fmt::format("signal {}", -rank.exitcode) : fmt::format("exitcode {}", rank.exitcode);
     text = text.empty() ? code : code + "; " + text;

@@ -29,7 +29,8 @@ std::string shown_state(const RankStatus& rank);
 /// the header and a line). When the ranks do not fit, the ranks worth seeing first (failed,
 /// stopped, stragglers, then the lowest ranks) are shown in rank order and a last line says how
 /// many more there are. Lines are cut to `columns - 1` columns (no wrap in the last column);
-/// `color` adds SGR colours (the title bold, failed red, stragglers yellow).
+/// `color` adds SGR colours (the title bold, failed red, stragglers yellow). A rank's progress text
+/// is the worker's: its control characters are shown in caret notation (terminal_safe_line).
 std::vector<std::string> render_status_block(const NodeStatus& node, std::size_t columns, std::size_t max_rows, bool color);
 
 /// One compact line (no newline, no colour) for logs: the states, each rank's step (min, median

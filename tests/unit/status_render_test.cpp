@@ -1,7 +1,7 @@
 // The console's status block and summary line, by table: number formats, the block's lines at a
 // width (every rank with its state, step, rate, CPU, RSS, output age and text), many ranks fitted to
-// the rows with "N more" (the failed and the stragglers kept), colours only when asked, and the
-// one-line summary.
+// the rows with "N more" (the failed and the stragglers kept), colours only when asked, a worker's
+// text shown and never obeyed (escape sequences, line breaks), and the one-line summary.
 #include "launcher/observe/status_render.hpp"
 
 #include <gtest/gtest.h>
@@ -70,6 +70,40 @@ TEST(StatusBlock, OneLinePerRankUnderATitleAndAHeader) {
   EXPECT_EQ(lines[1], "rank state          step  samples/s  cpu%     rss   out  text");
   EXPECT_EQ(lines[2], "   0 running        1204       9.6k   99%   12.3M    2s  epoch 1 loss 0.31");
   EXPECT_EQ(lines[5], "   3 straggler       602       4.8k   99%   12.3M    2s  epoch 1 loss 0.33");
+}
+
+TEST(StatusBlock, AWorkersTextCannotColourOrMoveTheTerminal) {
+  // The text is the worker's: an escape sequence in it (a colour, a title, a cursor move) or a line
+  // break is shown, not obeyed, so that nothing of it lasts past its own cell (issue 25).
+  struct Case {
+    const char* name;
+    std::string text;
+    std::string shown;
+  };
+  const std::vector<Case> cases{
+      {"plain", "epoch 1 loss 0.31", "epoch 1 loss 0.31"},
+      {"a colour, no reset", "\x1b[31mloss 0.31", "^[[31mloss 0.31"},
+      {"a colour and its reset", "\x1b[1mbold\x1b[0m", "^[[1mbold^[[0m"},
+      {"a window title", "\x1b]0;pwned\x07step", "^[]0;pwned^Gstep"},
+      {"a cursor move up", "\x1b[2Aup", "^[[2Aup"},
+      {"a line break", "line one\nline two", "line one line two"},
+      {"a tab", "a\tb", "a b"},
+      {"a carriage return", "100%\rdone", "100%done"},
+      {"DEL and NUL", std::string("a\x7f") + '\0' + "b", "a^?^@b"},
+      {"UTF-8", "époque ✓", "époque ✓"},
+  };
+  for (bool color : {false, true}) {
+    for (const Case& c : cases) {
+      NodeStatus node;
+      node.ranks = {rank(0, RankState::running, 7, 10, c.text), rank(1, RankState::failed, 7, 10, c.text)};
+      node.ranks[1].exitcode = 1;
+      auto lines = render_status_block(node, 200, 20, color);
+      ASSERT_EQ(lines.size(), 4u) << c.name;
+      EXPECT_EQ(lines[2], "   0 running           7         10   99%   12.3M    2s  " + c.shown) << c.name;
+      const std::string failed = "   1 failed            7         10     -       -    2s  exitcode 1; " + c.shown;
+      EXPECT_EQ(lines[3], color ? "\x1b[31m" + failed + "\x1b[0m" : failed) << c.name;
+    }
+  }
 }
 
 TEST(StatusBlock, LinesFitTheWidth) {

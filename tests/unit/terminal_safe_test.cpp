@@ -1,4 +1,5 @@
-// Worker text shown in the failure summary cannot drive the terminal and is bounded.
+// Worker text shown in the failure summary or the status block cannot drive the terminal and is
+// bounded.
 #include "launcher/base/terminal_safe.hpp"
 
 #include <gtest/gtest.h>
@@ -21,6 +22,21 @@ TEST(TerminalSafe, ShowsControlCharactersInCaretNotation) {
       {"caf\xc3\xa9 \xe2\x9c\x93", "caf\xc3\xa9 \xe2\x9c\x93"},
   };
   for (const auto& c : cases) EXPECT_EQ(terminal_safe(c.input), c.expected) << c.input;
+}
+
+TEST(TerminalSafe, OnOneLineBreaksAndTabsAreSpaces) {
+  struct Case {
+    std::string input;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {"plain text", "plain text"},
+      {"line\nnext\ttab", "line next tab"},
+      {"\x1b[31mred, no reset", "^[[31mred, no reset"},
+      {"crlf\r\nend", "crlf end"},
+      {"caf\xc3\xa9", "caf\xc3\xa9"},
+  };
+  for (const auto& c : cases) EXPECT_EQ(terminal_safe_line(c.input), c.expected) << c.input;
 }
 
 TEST(TerminalSafe, KeepsTheLastLinesWithinBothBounds) {
