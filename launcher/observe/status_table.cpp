@@ -10,13 +10,6 @@ namespace ddprun::launcher {
 namespace {
 
 /// `text` on one line: terminal_safe, and line breaks shown as spaces.
-std::string one_line(const std::string& text) {
-  std::string safe = terminal_safe(text);
-  std::replace(safe.begin(), safe.end(), '\n', ' ');
-  std::replace(safe.begin(), safe.end(), '\t', ' ');
-  return safe;
-}
-
 std::string number(double value, const char* format) {
   char text[64];
   std::snprintf(text, sizeof text, format, value);
@@ -61,13 +54,13 @@ std::string format_status_table(const JobStatus& job, double now, const std::str
     hangs += node.hangs;
     rank_count += node.ranks.size();
   }
-  std::string out = one_line(title) + ": world size " + std::to_string(job.world_size) + ", " +
+  std::string out = terminal_safe_line(title) + ": world size " + std::to_string(job.world_size) + ", " +
                     std::to_string(job.nodes.size()) + (job.nodes.size() == 1 ? " node" : " nodes") + "; restarts " +
                     std::to_string(restarts) + ", hangs " + std::to_string(hangs) + "\n";
   for (const auto& node : job.nodes) {
     std::string sampled = node.sampled_at > 0 ? ", sampled " + format_age(std::max(0.0, now - node.sampled_at)) + " ago"
                                               : ", not sampled yet";
-    out += "node " + std::to_string(node.node_rank) + " (" + one_line(node.host) + "): attempt " +
+    out += "node " + std::to_string(node.node_rank) + " (" + terminal_safe_line(node.host) + "): attempt " +
            std::to_string(node.attempt) + sampled + "\n";
   }
   if (rank_count == 0) return out + "no workers running\n";
@@ -89,14 +82,14 @@ std::string format_status_table(const JobStatus& job, double now, const std::str
                      std::to_string(rank->pid), state, progress ? std::to_string(progress->step) : "-",
                      progress ? format_count(progress->samples_per_second) : "-", number(rank->cpu_percent, "%.0f%%"),
                      format_bytes(rank->rss_bytes), format_age(rank->output_age_seconds),
-                     progress ? one_line(progress->text) : ""}});
+                     progress ? terminal_safe_line(progress->text) : ""}});
   }
   return out + layout(rows, {false, false, false, false, true, false, false, false, false, false, true});
 }
 
 std::string format_stacks(const std::vector<RankStacks>& ranks, const std::vector<std::string>& digest) {
   std::string out;
-  for (const auto& line : digest) out += one_line(line) + "\n";
+  for (const auto& line : digest) out += terminal_safe_line(line) + "\n";
   if (!digest.empty()) out += "\n";
   std::vector<const RankStacks*> ordered;
   for (const auto& rank : ranks) ordered.push_back(&rank);
@@ -104,12 +97,12 @@ std::string format_stacks(const std::vector<RankStacks>& ranks, const std::vecto
   for (const RankStacks* rank : ordered) {
     out += "rank " + std::to_string(rank->rank) + " (pid " + std::to_string(rank->pid) + ", node " +
            std::to_string(rank->node_rank) + ")";
-    if (!rank->file.empty()) out += " " + one_line(rank->file);
-    out += rank->error.empty() ? ":\n" : ": no stacks: " + one_line(rank->error) + "\n";
+    if (!rank->file.empty()) out += " " + terminal_safe_line(rank->file);
+    out += rank->error.empty() ? ":\n" : ": no stacks: " + terminal_safe_line(rank->error) + "\n";
     for (const auto& thread : rank->threads) {
-      out += "  " + std::string(thread.python ? "Python " : "") + one_line(thread.name) + "\n";
+      out += "  " + std::string(thread.python ? "Python " : "") + terminal_safe_line(thread.name) + "\n";
       for (const auto& frame : thread.frames) {
-        out += "    " + one_line(frame.function) + (frame.location.empty() ? "" : "  " + one_line(frame.location)) + "\n";
+        out += "    " + terminal_safe_line(frame.function) + (frame.location.empty() ? "" : "  " + terminal_safe_line(frame.location)) + "\n";
       }
     }
   }
