@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <thread>
@@ -199,6 +200,102 @@ TEST(ProcessGroupFailure, APeerKilledMidCollectiveFailsTheOthersWellBeforeTheTim
 TEST(ProcessGroupFailure, APeerDeadBeforeASmallCollectiveFailsTheOthersToo) {
   // 4 KiB takes the direct exchange, which would complete if the victim had sent its part already.
   expect_survivors_fail_when_rank_2_dies(1024, false);
+}
+
+/// True once `pid` is stopped (SIGSTOP): its state in /proc/<pid>/stat is 'T'.
+bool is_stopped(pid_t pid) {
+  std::FILE* file = std::fopen(("/proc/" + std::to_string(pid) + "/stat").c_str(), "r");
+  if (file == nullptr) return false;
+  char line[512] = {};
+  const bool read = std::fgets(line, sizeof line, file) != nullptr;
+  std::fclose(file);
+  const char* end_of_name = read ? std::strrchr(line, ')') : nullptr;  // "pid (name) S ..."
+  return end_of_name != nullptr && end_of_name[1] == ' ' && end_of_name[2] == 'T';
+}
+
+/// Rank 2 of 3 posts its side of a 256 MiB broadcast and stops (SIGSTOP), so that a survivor's
+/// transfer with it stands half done inside gloo's socket I/O, where gloo does not fail it when the
+/// connection breaks; then rank 2 is SIGKILLed. `victim_is_root`: rank 2 sends (the survivors are
+/// mid-receive); otherwise rank 0 sends to it (rank 0 is mid-send; rank 1 gets its copy and fails
+/// at its next operation). With a 20 s group timeout, a survivor stuck in gloo's I/O would wait
+/// it out: each must fail with an error naming the operation and rank 2, well before.
+void expect_survivors_fail_when_a_stopped_rank_2_is_killed(bool victim_is_root) {
+  int pid_pipe[2];
+  ASSERT_EQ(::pipe(pid_pipe), 0);
+  auto statuses = run_ranks(3, [=](int rank, int port) {
+    auto group = join(rank, 3, port, 20s);
+    std::vector<float> values(64 << 20, 1.0f);  // 256 MiB: far more than the sockets buffer
+    auto buffer = ddprun::buffer_of(values.data(), values.size());
+    const int root = victim_is_root ? 2 : 0;
+    group->barrier();
+    if (rank == 2) {
+      const pid_t self = ::getpid();
+      if (victim_is_root) {
+        std::this_thread::sleep_for(500ms);  // the survivors' receives are posted
+        auto work = group->broadcast_async(buffer, root);
+        std::this_thread::sleep_for(20ms);  // some of the data is out, most is not
+        for (int rank_told = 0; rank_told < 2; ++rank_told) (void)!::write(pid_pipe[1], &self, sizeof self);
+        ::raise(SIGSTOP);
+      } else {
+        auto work = group->broadcast_async(buffer, root);
+        std::this_thread::sleep_for(500ms);  // its receive is posted: rank 0's send starts at once
+        for (int rank_told = 0; rank_told < 2; ++rank_told) (void)!::write(pid_pipe[1], &self, sizeof self);
+        ::raise(SIGSTOP);
+      }
+      return 0;  // never reached: SIGKILLed while stopped
+    }
+    std::shared_ptr<ddprun::Work> work;
+    if (victim_is_root) work = group->broadcast_async(buffer, root);
+    pid_t victim = 0;
+    if (::read(pid_pipe[0], &victim, sizeof victim) != sizeof victim) return 2;
+    while (!is_stopped(victim)) std::this_thread::sleep_for(5ms);
+    if (!victim_is_root) work = group->broadcast_async(buffer, root);
+    std::this_thread::sleep_for(300ms);  // rank 0 writes into rank 2's full socket
+    if (rank == 0) ::kill(victim, SIGKILL);  // rank 1 may find it already gone: both are fine
+    const auto start = Clock::now();
+    std::string operation = "broadcast";
+    try {
+      work->wait();
+      // Rank 1's copy comes from rank 0 when rank 0 is the root: its next operation must fail.
+      if (victim_is_root || rank == 0) {
+        std::fprintf(stderr, "rank %d: the broadcast succeeded although rank 2 died\n", rank);
+        return 1;
+      }
+      operation = "barrier";
+      group->barrier();
+      std::fprintf(stderr, "rank %d: a barrier succeeded although rank 2 died\n", rank);
+      return 1;
+    } catch (const ddprun::TimeoutError& error) {
+      std::fprintf(stderr, "rank %d: waited out the timeout, not told of the broken connection: %s\n", rank,
+                   error.what());
+      return 1;
+    } catch (const ddprun::Error& error) {
+      // A rank that learns of the death second hand (rank 0 giving up) names whom it lost.
+      const bool first_hand = victim_is_root || rank == 0;
+      int status = expect_message(rank, error.what(),
+                                  {operation, "rank " + std::to_string(rank) + " of 3",
+                                   first_hand ? "connection to rank 2" : "connection to rank"});
+      if (Clock::now() - start > 10s) {
+        std::fprintf(stderr, "rank %d: took longer than half the group's timeout\n", rank);
+        status = 1;
+      }
+      return status;
+    }
+  });
+  ::close(pid_pipe[0]);
+  ::close(pid_pipe[1]);
+  ASSERT_EQ(statuses.size(), 3u);
+  EXPECT_EQ(statuses[0], 0);
+  EXPECT_EQ(statuses[1], 0);
+  EXPECT_EQ(statuses[2], -1);  // SIGKILLed
+}
+
+TEST(ProcessGroupFailure, APeerKilledWhileASurvivorIsMidSendFailsTheSurvivorAtOnce) {
+  expect_survivors_fail_when_a_stopped_rank_2_is_killed(false);
+}
+
+TEST(ProcessGroupFailure, APeerKilledWhileTheSurvivorsAreMidReceiveFailsThemAtOnce) {
+  expect_survivors_fail_when_a_stopped_rank_2_is_killed(true);
 }
 
 TEST(ProcessGroupFailure, NcclWithoutAGpuIsAClearErrorNotACrash) {

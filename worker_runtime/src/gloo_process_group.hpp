@@ -7,6 +7,7 @@
 
 #include "ddprun/process_group.hpp"
 #include "gloo_error.hpp"
+#include "gloo_peer_watch.hpp"
 #include "gloo_work.hpp"
 #include "store_adapter.hpp"
 
@@ -40,18 +41,22 @@ class GlooProcessGroup final : public ProcessGroup {
   template <class Body>
   std::shared_ptr<Work> submit(std::string_view name, const std::string& details, Body body);
   void connect(const Identity& identity);
+  /// The peer watch's verdict: fail the running operation now (see GlooExecutor::abort), naming
+  /// `lost` (-1: unknown) as the cause; `error_for` words it for an operation.
+  void abort(int lost, const std::function<std::exception_ptr(const std::string&)>& error_for);
 
   const int rank_;
   const int size_;
   const std::chrono::milliseconds timeout_;
-  // Declaration order is destruction order in reverse: the executor (which uses the context) goes
-  // first, the hosted store server last.
+  // Declaration order is destruction order in reverse (the destructor first shuts the executor
+  // down, then stops the watch, which uses the executor): the hosted store server goes last.
   GroupStore store_;
   std::shared_ptr<gloo::Context> context_;
-  PeerDirectory peers_;
+  std::shared_ptr<const PeerDirectory> peers_ = std::make_shared<PeerDirectory>();  // shared with operations
   std::mutex submit_mutex_;     // a tag and its place in the queue are taken together
   std::uint32_t next_tag_ = 0;  // the operation sequence number, also its gloo tag
   std::unique_ptr<GlooExecutor> executor_;
+  std::shared_ptr<PeerWatch> watch_;  // null in a world of one; shared with the executor's thread
 };
 
 }  // namespace ddprun::detail
