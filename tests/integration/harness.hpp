@@ -1,5 +1,6 @@
 #pragma once
 /// Test harness: runs the real ddprun binary as a child process and collects what it did.
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -36,6 +37,17 @@ class TempDir {
 
  private:
   std::filesystem::path path_;
+};
+
+/// A private XDG_RUNTIME_DIR (mode 0700, as the run registry wants it), so that the registry
+/// holds this test's jobs only and `ddprun status` / `ddprun stacks` find them alone.
+class RuntimeDir {
+ public:
+  RuntimeDir() { ::chmod(dir_.path().c_str(), 0700); }
+  std::string str() const { return dir_.str(); }
+
+ private:
+  TempDir dir_;
 };
 
 /// A ddprun process started in the background; its stdout and stderr are collected on wait().

@@ -55,15 +55,6 @@ TEST(HostileWorker, CuttingItsProgressFileInALoopDoesNotEndTheLauncher) {
   EXPECT_NE(outcome.err.find("ddprun: status: "), std::string::npos) << "the monitor sampled\n" << outcome.err;
 }
 
-/// A private XDG_RUNTIME_DIR, so that `ddprun stacks` finds this test's job alone.
-class RuntimeDir {
- public:
-  RuntimeDir() { ::chmod(dir_.path().c_str(), 0700); }
-  std::string str() const { return dir_.str(); }
-
- private:
-  TempDir dir_;
-};
 
 /// A Python worker that re-execs itself for ever, with the environment it was started with (read
 /// back from /proc/self/environ: ddprun's sitecustomize removes its two variables, so each image

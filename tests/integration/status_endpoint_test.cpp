@@ -22,16 +22,6 @@ namespace {
 using nlohmann::json;
 using namespace std::chrono_literals;
 
-/// A private XDG_RUNTIME_DIR, so that the run registry holds this test's jobs only (other tests
-/// and other users' jobs run beside it).
-class RuntimeDir {
- public:
-  RuntimeDir() { ::chmod(dir_.path().c_str(), 0700); }
-  std::string str() const { return dir_.str(); }
-
- private:
-  TempDir dir_;
-};
 
 /// A job of `nproc` test_worker processes that write their pid and sleep, under ddprun with the
 /// status endpoint (one node, its store on a port the kernel picks, the run id the test's); ddprun's
