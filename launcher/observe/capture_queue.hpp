@@ -1,5 +1,5 @@
 #pragma once
-/// CaptureQueue: the agent's one way to its workers' stacks. Three parties want them: the hang
+/// CaptureQueue: the agent's one way to its workers' stacks (owned by NodeStacks). Three parties want them: the hang
 /// watch (--hang-timeout), a user asking (`ddprun stacks`, /api/stacks) and, in a multi-node job,
 /// another node's agent asking through the job board. Two captures at once would collide: a process
 /// has one ptrace tracer, so the second unwinder's attach fails and faulthandler's dump file is

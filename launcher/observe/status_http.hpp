@@ -42,7 +42,7 @@ struct StacksReply {
   std::string error;                ///< not empty: nothing was captured, and why (served as 503)
 };
 
-/// The endpoint's view of the agent (agent_endpoint.cpp), or of a test's fake. Called on the
+/// What the endpoint serves (StatusService, status_service.hpp), or a test's fake. Called on the
 /// loop's thread; none of it may block.
 class StatusSource {
  public:

@@ -1,7 +1,7 @@
 #pragma once
 /// StatusMonitor: about once a second, on the agent's loop, what each worker of this node is doing,
-/// as a NodeStatus (job_status.hpp) handed to one callback (the Agent's on_status_sample, which
-/// passes it on to the console's status block, the hang rule, the status endpoint).
+/// as a NodeStatus (job_status.hpp) handed to one callback (StatusWatch's, which shows it on the
+/// console and passes it on to its listeners: the hang watch, the job board).
 ///
 /// Per rank: its state (from the worker group), CPU % and RSS of its whole process tree
 /// (proc_sample.hpp), seconds since its last complete output line, and what it reports on its
