@@ -16,6 +16,8 @@
 #             and torchrun-anchor's c10d; failover after SIGKILL of the etcd leader or of an agent
 #   ssh       (bench/ssh_bench.py):       3 namespaced hosts x 2 workers from one machine: ddprun
 #             --hostfile against ssh + torchrun-anchor per host (needs root and openssh-server)
+#   warm      (bench/warm_bench.py):      ddprun --preload torch against ddprun cold and torchrun-anchor:
+#             a restart of 4 PyTorch ranks, the first start of 2 nodes; the memory of warm interpreters
 # Usage: scripts/bench.sh [FILTER] [options]
 #   FILTER: substring of a benchmark name; runs every benchmark whose name contains it, e.g.
 #     launch, restart, cpu; store, store_barrier; allreduce; train, train_throughput, train_demo;
@@ -57,12 +59,12 @@ done
 py=/usr/bin/python3
 # --list exits 0 when the filter selects one of the harness's benchmarks.
 selected=()
-for harness in launcher store allreduce train rendezvous progress hang ssh etcd; do
+for harness in launcher store allreduce train rendezvous progress hang ssh etcd warm; do
   if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
 done
 if ((${#selected[@]} == 0)); then
   echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
-  for harness in launcher store allreduce train rendezvous progress hang ssh etcd; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  for harness in launcher store allreduce train rendezvous progress hang ssh etcd warm; do "$py" "bench/${harness}_bench.py" --list >&2; done
   exit 2
 fi
 
@@ -107,6 +109,8 @@ for harness in "${selected[@]}"; do
     etcd)
       "$py" bench/etcd_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" --anchor "$anchor" \
         ${etcd_args[@]+"${etcd_args[@]}"} || status=1 ;;
+    warm)
+      "$py" bench/warm_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" --anchor "$anchor" || status=1 ;;
   esac
 done
 exit $status
