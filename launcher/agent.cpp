@@ -14,7 +14,9 @@
 #include "launcher/workers/guardian.hpp"
 #include "launcher/workers/job_cgroup.hpp"
 #include "launcher/workers/reaper.hpp"
+#include "launcher/workers/warm_pool.hpp"
 #include "launcher/fleet/session_watch.hpp"
+#include "launcher/base/python_dir.hpp"
 #include "launcher/base/signal_names.hpp"
 #include "launcher/observe/board_link.hpp"
 #include "launcher/observe/event_recorder.hpp"
@@ -191,6 +193,7 @@ int Agent::run() {
   if (config.numa_binding) {
     for (const auto& line : workers_.plan_numa_binding()) print_line(line);
   }
+  start_warm_pool();
 
   events_->job_started();
   try {
@@ -219,12 +222,48 @@ int Agent::run() {
 
 void Agent::clean_up() {
   endpoint_.reset();  // its socket and registry entry go with the job
+  warm_.reset();      // the waiting interpreters killed; reaped below with what else is left
   kill_remaining_children(guardian_ ? guardian_->pid() : 0);
   cgroup_.reset();  // what left our tree for good (under another subreaper) is still in the cgroup
   if (terminal_) terminal_->stop_forwarding_stdin();  // ddprun's terminal back in its own mode, whatever the way out
   // The guardian stays until ddprun exits, and then has nothing to do.
   if (guardian_) guardian_->mark_clean();
   console_.reset();  // ddprun's last lines (after run) are written directly
+}
+
+void Agent::start_warm_pool() {
+  const LaunchConfig& config = plan_.config;
+  if (config.preload.empty()) return;
+  std::optional<std::filesystem::path> python_dir = find_python_dir();
+  if (!python_dir) {
+    print_line("warning: --preload: ddprun's Python modules are not beside it (../share/ddprun/python): the workers start cold");
+    return;
+  }
+  WarmPoolSettings settings;
+  settings.modules = config.preload;
+  settings.python_dir = python_dir->string();
+  settings.base_env = plan_.env;
+  settings.spawn.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
+  settings.spawn.window = terminal_window();
+  WarmPoolHandlers handlers;
+  handlers.on_spawned = [this](pid_t pgid) {
+    if (guardian_) guardian_->watch(pgid);
+  };
+  handlers.on_gone = [this](pid_t pgid) {
+    if (guardian_) guardian_->forget(pgid);
+  };
+  handlers.on_cold = [](const std::string& line) { print_line(line); };
+  warm_ = std::make_unique<WarmPool>(io_, std::move(settings), std::move(handlers));
+  warm_->warm(specs_to_warm());
+}
+
+std::vector<WorkerSpec> Agent::specs_to_warm() const {
+  AttemptFacts facts;
+  facts.place = place_;
+  facts.master = master_;
+  facts.restart_count = state_.restart_count;
+  facts.terminal = terminal_->worker_terminal();
+  return workers_.specs(facts);
 }
 
 void Agent::start_observers() {
@@ -333,13 +372,27 @@ void Agent::start_attempt() {
   SpawnSettings spawn_settings;
   spawn_settings.cgroup_fd = cgroup_ ? cgroup_->dir_fd() : -1;
   spawn_settings.window = terminal_window();
-  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), plan_.env, spawn_settings);
+  WorkerSpawner spawner;  // none: spawn_worker
+  if (warm_) {
+    spawner = [this](const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings) {
+      if (auto warm = warm_->take(spec, env, settings.window)) return std::move(*warm);
+      return spawn_worker(spec, env, settings);
+    };
+  }
+  group_ = std::make_unique<WorkerGroup>(io_, std::move(handlers), plan_.env, spawn_settings, std::move(spawner));
   status_->attempt_started();
   // Each worker's folder, environment and log files are made as it is started, a batch per loop
   // turn, so that thousands of them never hold up a signal or an exit.
   const std::size_t count = specs.size();
   if (plan_.config.verbose) {
     print_line(describe_attempt_start(place_.attempt, state_.restart_count, plan_.config.max_restarts, static_cast<int>(count)));
+  }
+  // The next attempt's interpreters, if one may come: warmed once this attempt's are past their
+  // preload (after the start below has handed them over).
+  const auto& topology = plan_.config.topology;
+  std::optional<std::vector<WorkerSpec>> to_warm;
+  if (warm_ && (state_.restart_count < plan_.config.max_restarts || topology.min_nodes != topology.max_nodes)) {
+    to_warm = specs;
   }
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}};
@@ -356,6 +409,7 @@ void Agent::start_attempt() {
     workers_.preparing(worker.spec);
     return worker;
   });
+  if (to_warm && warm_) warm_->warm_next(std::move(*to_warm));
 }
 
 void Agent::wait_child_exits() {
@@ -364,7 +418,7 @@ void Agent::wait_child_exits() {
     // One SIGCHLD may stand for many exits. Failures reaped together all happened before we
     // reacted, so all of them are reported, and the group is stopped once after the batch.
     reap_exited_children([this](pid_t pid, int status) {
-      if (group_) group_->on_child_exit(pid, status);
+      if (!(group_ && group_->on_child_exit(pid, status)) && warm_) warm_->on_child_exit(pid, status);
     });
     dispatch(event::ReapBatchDone{});
     wait_child_exits();
@@ -412,6 +466,7 @@ void Agent::on_forwarded_signal(const SignalOrigin& origin) {
 }
 
 void Agent::finish(bool impatient) {
+  if (warm_) warm_->stop();  // no interpreter is started for a job that ends
   events_->job_finished(state_.exit_status, state_.restart_count);
   if (auto warning = failure_record_.incomplete_logs_warning()) print_line(*warning);
   board_->close();  // its store connection too: the store's host waits for its clients to leave

@@ -57,6 +57,7 @@ class NodeRounds;
 class NodeStacks;
 class StatusService;
 class StatusWatch;
+class WarmPool;
 class WorkerGroup;
 
 /// Everything decided before the first worker starts (so that bad input fails before anything runs).
@@ -102,6 +103,12 @@ class Agent {
   /// Ended by a signal: stops the loop once a console has taken nothing for a moment.
   void give_up_on_a_stalled_console();
 
+  /// --preload: the warm interpreters, and the first attempt's started at once (before the
+  /// rendezvous ends, so that their imports overlap it).
+  void start_warm_pool();
+  /// The specs an attempt would start now, for warming the interpreters that become them.
+  std::vector<WorkerSpec> specs_to_warm() const;
+
   // Observability (observe/): made once the log folder exists; sampling starts with the first reader.
   void start_observers();
   /// PrintFailureSummary: the workers' failures, and the hang that ended the job when one did.
@@ -136,6 +143,7 @@ class Agent {
   std::unique_ptr<NodeRounds> rounds_;  ///< multi-node only
   std::unique_ptr<JobTerminal> terminal_;  ///< made as run() starts, once the console exists
 
+  std::unique_ptr<WarmPool> warm_;  ///< --preload only; declared before group_, which takes from it
   std::unique_ptr<WorkerGroup> group_;
   /// What each attempt's workers start with; declared after group_ so that the attempt's log files
   /// close before the group goes.

@@ -1,7 +1,7 @@
 """ddprun's sitecustomize: lets ddprun see a Python worker's stack, with no change to the script.
 
 ddprun puts this folder first on its workers' PYTHONPATH, so Python imports this module at start-up
-(site.py imports "sitecustomize"). It is never installed into a user's environment. It does three
+(site.py imports "sitecustomize"). It is never installed into a user's environment. It does these
 things and nothing else:
 
 1. When DDPRUN_PYTHON_STACKS_FILE and DDPRUN_STACKS_SIGNAL are set (ddprun sets them for each
@@ -20,6 +20,9 @@ things and nothing else:
    sys.path decide which torch a worker imports. torch is found without being imported
    (importlib.util.find_spec's walk of sys.meta_path, then torch/version.py read as text), before the worker imports it, so
    its NCCL process groups see the variable; no torch, or no readable version, sets nothing.
+0. With --preload (DDPRUN_WARM_FD set), before the rest: this interpreter was started ahead of its
+   worker; ddprun_warm imports the modules, waits for the worker's environment and takes it, so that
+   what follows sees the worker's variables, as in a cold worker (ddprun_warm.py says how).
 3. It then runs the sitecustomize this one shadows (the user's, a virtual environment's, the
    distribution's), if any, exactly as Python would have, so a user's own sitecustomize still runs
    and is the module "sitecustomize" afterwards.
@@ -110,8 +113,24 @@ def _run_shadowed_sitecustomize():
             _sys.path.insert(index, entry)
 
 
+def _become_worker_when_warm():
+    """--preload: this interpreter was started ahead of its worker (ddprun_warm.py): import the
+    modules, wait for the worker's environment, take it. Nothing may go on with the shared
+    environment of a warm interpreter: any failure here ends this process."""
+    if "DDPRUN_WARM_FD" not in _os.environ:
+        return
+    try:
+        import ddprun_warm
+
+        ddprun_warm.become_worker()
+    except BaseException as error:
+        print(f"ddprun: warm interpreter: {type(error).__name__}: {error}", file=_sys.stderr)
+        _os._exit(1)
+
+
 # Loaded under another name (tests/compat/nccl_env_name.py reads _torch_major), it does nothing.
 if __name__ == "sitecustomize":
+    _become_worker_when_warm()
     _register_stack_dump()
     _set_legacy_nccl_name()
     _run_shadowed_sitecustomize()

@@ -18,6 +18,7 @@
 #include "launcher/devices/devices.hpp"
 #include "launcher/base/errors.hpp"
 #include "launcher/fleet/fleet_config.hpp"
+#include "launcher/cli/preload_list.hpp"
 #include "launcher/cli/program.hpp"
 #include "launcher/fleet/slurm_env.hpp"
 #include "launcher/observe/status_request.hpp"
@@ -497,6 +498,11 @@ void fill_output(LaunchConfig& config, const Settings& settings) {
   if (auto raw = settings.get(Option::events)) {
     require_non_empty(raw->value, raw->label);
     config.events_file = raw->value;
+  }
+  if (auto raw = settings.get(Option::preload)) {
+    PreloadList list = parse_preload_list(raw->value);
+    if (!list.error.empty()) reject(*raw, list.error);
+    config.preload = std::move(list.modules);
   }
 }
 

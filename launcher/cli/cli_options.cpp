@@ -75,6 +75,8 @@ constexpr std::array kOptions{
                "accepted for torch.distributed.launch; the environment is always set"},
     OptionSpec{Option::append_local_rank, "append-local-rank", 0, "off|dash|underscore", "off", Group::program,
                "pass --local-rank=N (dash) or --local_rank=N (underscore) before ARGS, as torch.distributed.launch"},
+    OptionSpec{Option::preload, "preload", 0, "MODULE,...", "none", Group::program,
+               "keep a Python interpreter per local rank that has imported MODULEs, to start or restart each worker warm"},
     OptionSpec{Option::status, "status", 0, "auto|on|off", "auto", Group::output,
                "live status block (per rank: state, step, samples/s, CPU, RSS) below the output; auto = on a terminal"},
     OptionSpec{Option::status_interval, "status-interval", 0, "SECONDS", "0", Group::output,

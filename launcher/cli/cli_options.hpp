@@ -16,7 +16,7 @@ enum class Option : std::size_t {
   shutdown_timeout, signals_to_handle, forward_signals, start_method, numa_binding, virtual_local_rank,
   event_log_handler, worker_store, log_dir, redirects, tee, local_ranks_filter, duplicate_stdout_filters,
   duplicate_stderr_filters, logs_specs, log_line_prefix_template, pty, stdin_target, verbose, events, module,
-  no_python, run_path, use_env, append_local_rank,
+  no_python, run_path, use_env, append_local_rank, preload,
   status, status_interval,
   hang_timeout, hang_action,
   status_port, status_host,

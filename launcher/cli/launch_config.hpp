@@ -172,6 +172,8 @@ struct LaunchConfig {
 
   // Program.
   ProgramMode mode = ProgramMode::python_script;
+  /// `--preload`: the modules each local rank's warm interpreter imports ahead of its worker; empty: none.
+  std::vector<std::string> preload;
   bool no_python = false;  ///< `--no-python`: PROGRAM is exec'd as it is, its #! line never read
   bool use_env = false;  ///< torch.distributed.launch's --use-env: accepted; the environment is always set
   LocalRankArg append_local_rank = LocalRankArg::off;

@@ -258,7 +258,28 @@ WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env, co
   }
   command.argv.insert(command.argv.end(), local_rank_arg.begin(), local_rank_arg.end());
   command.argv.insert(command.argv.end(), config.program_args.begin(), config.program_args.end());
+  if (!config.preload.empty()) check_preload(command, config.program);
   return command;
+}
+
+void check_preload(const WorkerCommand& command, const std::string& program) {
+  if (!command.python) {
+    throw UsageError("--preload needs Python workers, and " + quote_for_message(program) +
+                     " runs without Python (an executable, or --no-python)");
+  }
+  // The interpreter's own options, before "-u": -S (no site), -I and -E (no PYTHONPATH) would keep
+  // ddprun's sitecustomize, which makes an interpreter warm, from running.
+  for (std::size_t i = 1; i < command.argv.size() && command.argv[i] != "-u"; ++i) {
+    const std::string& option = command.argv[i];
+    // -W and -X take a value in the same word (-Werror::SyntaxWarning): not flags.
+    if (option.size() < 2 || option[0] != '-' || option[1] == '-' || option[1] == 'W' || option[1] == 'X') continue;
+    for (char flag : {'S', 'I', 'E'}) {
+      if (option.find(flag) != std::string::npos) {
+        throw UsageError(std::string("--preload cannot warm ") + command.argv[0] + " " + option + ": -" + flag +
+                         " keeps Python from importing ddprun's sitecustomize (from the #! line of " + program + ")");
+      }
+    }
+  }
 }
 
 namespace {

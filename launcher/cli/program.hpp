@@ -87,6 +87,11 @@ struct WorkerCommand {
 WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env,
                               const std::filesystem::path& launcher_dir = {});
 
+/// --preload's demands on the command (resolve_program checks them when --preload is given): the
+/// workers run under Python, with neither -S, -I nor -E among the interpreter's #! options. Throws
+/// UsageError naming what stands in the way.
+void check_preload(const WorkerCommand& command, const std::string& program);
+
 /// A worker's argv: argv[0] as it is; in every other argument `$local_rank` and `${local_rank}`
 /// become the local rank and `$$` becomes `$`, as torchrun's string.Template.safe_substitute
 /// (`$local_rank_x`, `$LOCAL_RANK`, `${rank}` and a lone `$` stay as they are).

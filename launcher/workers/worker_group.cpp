@@ -105,11 +105,12 @@ struct WorkerGroup::Worker {
 };
 
 WorkerGroup::WorkerGroup(asio::io_context& io, WorkerGroupHandlers handlers, Environ base_env,
-                         SpawnSettings spawn_settings)
+                         SpawnSettings spawn_settings, WorkerSpawner spawner)
     : io_(io),
       handlers_(std::move(handlers)),
       base_env_(std::move(base_env)),
       spawn_settings_(spawn_settings),
+      spawner_(spawner ? std::move(spawner) : WorkerSpawner(spawn_worker)),
       kill_timer_(io),
       hold_timer_(io),
       spawn_timer_(io) {}
@@ -145,7 +146,7 @@ void WorkerGroup::spawn_batch() {
     PreparedWorker prepared;
     try {
       prepared = prepare_(i);
-      spawned = spawn_worker(prepared.spec, build_worker_env(base_env_, prepared.spec), spawn_settings_);
+      spawned = spawner_(prepared.spec, build_worker_env(base_env_, prepared.spec), spawn_settings_);
     } catch (const LaunchError& error) {
       starting_ = false;
       prepare_ = nullptr;

@@ -62,11 +62,16 @@ struct PreparedWorker {
 /// cannot be opened), which fails the start like a failed spawn.
 using WorkerPreparer = std::function<PreparedWorker(std::size_t index)>;
 
+/// Starts one worker's process: spawn_worker, or a warm interpreter made that worker (WarmPool).
+/// Throws LaunchError as spawn_worker does.
+using WorkerSpawner = std::function<SpawnedWorker(const WorkerSpec&, const Environ&, const SpawnSettings&)>;
+
 class WorkerGroup {
  public:
   /// `base_env`: the environment every worker starts from (ddprun's own, as the agent keeps it).
+  /// `spawner`: how each process starts; none: spawn_worker.
   WorkerGroup(boost::asio::io_context& io, WorkerGroupHandlers handlers, Environ base_env,
-              SpawnSettings spawn_settings = {});
+              SpawnSettings spawn_settings = {}, WorkerSpawner spawner = {});
   ~WorkerGroup();
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
@@ -123,6 +128,7 @@ class WorkerGroup {
   WorkerGroupHandlers handlers_;
   Environ base_env_;
   SpawnSettings spawn_settings_;
+  WorkerSpawner spawner_;
   std::vector<std::shared_ptr<Worker>> workers_;
   WorkerPreparer prepare_;
   std::size_t to_start_ = 0;

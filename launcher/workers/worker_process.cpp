@@ -80,6 +80,7 @@ struct ExecPlan {
   int stderr_fd;
   int error_fd;  ///< write end of the exec-error pipe (close-on-exec)
   int terminal_fd;  ///< the pty slave to make the controlling terminal of a new session; -1: none
+  int control_fd;   ///< becomes the child's descriptor 3 (SpawnSettings::control_fd); -1: none
   const unsigned long* cpu_mask;  ///< --numa-binding: the CPUs to bind to, as sched_setaffinity's mask; null: none
   std::size_t cpu_mask_bytes;
 };
@@ -134,9 +135,18 @@ std::vector<unsigned long> cpu_mask_of(const std::vector<int>& cpus) {
   sigset_t none;
   ::sigemptyset(&none);
   ::sigprocmask(SIG_SETMASK, &none, nullptr);
-  // Like torchrun (Python's close_fds), workers inherit only 0, 1 and 2. CLOEXEC rather than close
-  // keeps the exec-error pipe open until the exec.
-  ::syscall(SYS_close_range, 3U, ~0U, CLOSE_RANGE_CLOEXEC);
+  // Like torchrun (Python's close_fds), workers inherit only 0, 1 and 2 (and a warm interpreter its
+  // socket to ddprun, as 3). CLOEXEC rather than close keeps the exec-error pipe open until the exec.
+  unsigned first_closed = 3U;
+  if (plan.control_fd >= 0) {
+    if (plan.control_fd == 3) {
+      ::fcntl(3, F_SETFD, 0);
+    } else {
+      ::dup2(plan.control_fd, 3);  // the copy does not close on exec
+    }
+    first_closed = 4U;
+  }
+  ::syscall(SYS_close_range, first_closed, ~0U, CLOSE_RANGE_CLOEXEC);
   // The affinity is inherited through exec by the program and every thread it starts, as torchrun's
   // binding of the worker's threads before they run user code.
   if (plan.cpu_mask != nullptr && ::syscall(SYS_sched_setaffinity, 0, plan.cpu_mask_bytes, plan.cpu_mask) != 0) {
@@ -210,6 +220,15 @@ Streams open_ptys(bool reads_stdin, const std::optional<winsize>& window) {
 
 }  // namespace
 
+std::vector<std::string> exec_environment(const Environ& env, const std::string& pty_unavailable) {
+  std::vector<std::string> entries;
+  entries.reserve(env.size() + 1);
+  for (const auto& [name, value] : env) entries.push_back(name + "=" + value);
+  // Pipes after all (no pty to be had): Python block-buffers on them, as build_worker_env says.
+  if (!pty_unavailable.empty() && !env.contains("PYTHONUNBUFFERED")) entries.push_back("PYTHONUNBUFFERED=1");
+  return entries;
+}
+
 SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings) {
   auto failed = [&](const std::string& reason) {
     return LaunchError("cannot start worker " + std::to_string(spec.local_rank) + " (" + spec.executable +
@@ -237,16 +256,12 @@ SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const Spa
   int child_stdin = devnull.get();
   if (spec.reads_stdin) child_stdin = streams.pty ? streams.out_write.get() : streams.in_read.get();
 
-  std::vector<std::string> env_entries;
-  env_entries.reserve(env.size());
-  for (const auto& [name, value] : env) env_entries.push_back(name + "=" + value);
-  // Pipes after all (no pty to be had): Python block-buffers on them, as build_worker_env says.
-  if (!pty_unavailable.empty() && !env.contains("PYTHONUNBUFFERED")) env_entries.push_back("PYTHONUNBUFFERED=1");
+  std::vector<std::string> env_entries = exec_environment(env, pty_unavailable);
   std::vector<std::string> argv = spec.argv.empty() ? std::vector<std::string>{spec.executable} : spec.argv;
   const std::vector<unsigned long> cpu_mask = cpu_mask_of(spec.cpu_affinity);
   ExecPlan plan{spec.executable.c_str(), {}, {}, ::getpid(), child_stdin, streams.out_write.get(),
                 streams.err_write.get(), exec_error->write_end.get(), streams.pty ? streams.out_write.get() : -1,
-                cpu_mask.empty() ? nullptr : cpu_mask.data(), cpu_mask.size() * sizeof(unsigned long)};
+                settings.control_fd, cpu_mask.empty() ? nullptr : cpu_mask.data(), cpu_mask.size() * sizeof(unsigned long)};
   for (auto& arg : argv) plan.argv.push_back(arg.data());
   plan.argv.push_back(nullptr);
   for (auto& entry : env_entries) plan.envp.push_back(entry.data());

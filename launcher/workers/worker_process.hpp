@@ -12,6 +12,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "launcher/base/environ.hpp"
 #include "launcher/workers/worker_spec.hpp"
@@ -35,6 +36,9 @@ struct SpawnSettings {
   int cgroup_fd = -1;
   /// The size of ddprun's terminal, given to each worker pty; none: not a terminal.
   std::optional<winsize> window;
+  /// A descriptor the worker gets as its descriptor 3 (a warm interpreter's socket to ddprun,
+  /// warm_pool.hpp); -1: none, the worker inherits only 0, 1 and 2.
+  int control_fd = -1;
 };
 
 /// Forks (or clones into the job's cgroup) and execs `spec.executable` with `spec.argv` (argv[0] as
@@ -44,5 +48,9 @@ struct SpawnSettings {
 /// process group id); without, the leader of a process group in ddprun's session. Must be called from the thread that lives as long as the agent
 /// (PR_SET_PDEATHSIG follows the forking thread).
 SpawnedWorker spawn_worker(const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings = {});
+
+/// The environment a worker is exec'd with: `env`, plus PYTHONUNBUFFERED=1 (unless set) when it
+/// asked for a pty and got pipes (`pty_unavailable` not empty): Python block-buffers on pipes.
+std::vector<std::string> exec_environment(const Environ& env, const std::string& pty_unavailable);
 
 }  // namespace ddprun::launcher
