@@ -254,6 +254,10 @@ void Agent::start_warm_pool() {
   };
   handlers.on_cold = [](const std::string& line) { print_line(line); };
   warm_ = std::make_unique<WarmPool>(io_, std::move(settings), std::move(handlers));
+  status_->set_warm_source([this](std::vector<WarmInterpreter>& out) {
+    if (!warm_) return;
+    for (const WarmView& view : warm_->describe()) out.push_back(WarmInterpreter{view.local_rank, view.pid, view.ready});
+  });
   warm_->warm(specs_to_warm());
 }
 

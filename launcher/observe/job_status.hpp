@@ -50,6 +50,13 @@ struct RankStatus {
   bool straggler = false;        ///< step rate persistently below the others' (straggler rule)
 };
 
+/// --preload: an interpreter waiting to become a worker of the node's next start.
+struct WarmInterpreter {
+  int local_rank = 0;
+  pid_t pid = 0;
+  bool ready = false;  ///< its modules are imported; else still importing
+};
+
 struct NodeStatus {
   int node_rank = 0;
   std::string host;
@@ -58,6 +65,7 @@ struct NodeStatus {
   int hangs = 0;            ///< hangs detected so far on this node
   double sampled_at = 0;    ///< unix time of the sample, seconds
   std::vector<RankStatus> ranks;  ///< this node's workers, by local rank
+  std::vector<WarmInterpreter> warm;  ///< --preload's waiting interpreters, by local rank (not workers yet)
 };
 
 struct JobStatus {

@@ -1,5 +1,6 @@
 #include "launcher/observe/metrics_text.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <functional>
@@ -151,6 +152,13 @@ std::string metrics_text(const JobStatus& job, const EndpointCounters& counters)
   for (const auto& node : job.nodes) out.sample(node_labels(node), node.hangs);
   out.family("ddprun_node_attempt", "gauge", "The node's current attempt (the log folder's attempt_N).");
   for (const auto& node : job.nodes) out.sample(node_labels(node), node.attempt);
+  out.family("ddprun_warm_interpreters", "gauge",
+             "--preload's interpreters waiting to become the next start's workers, by state (importing, ready).");
+  for (const auto& node : job.nodes) {
+    const auto ready = std::count_if(node.warm.begin(), node.warm.end(), [](const WarmInterpreter& w) { return w.ready; });
+    out.sample(node_labels(node) + ",state=\"importing\"", static_cast<double>(node.warm.size()) - static_cast<double>(ready));
+    out.sample(node_labels(node) + ",state=\"ready\"", static_cast<double>(ready));
+  }
   out.family("ddprun_node_sampled_at_seconds", "gauge", "Unix time of the node's last status sample.");
   for (const auto& node : job.nodes) out.sample(node_labels(node), node.sampled_at);
 

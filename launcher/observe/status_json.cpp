@@ -68,9 +68,15 @@ json to_json(const RankStatus& rank) {
 json to_json(const NodeStatus& node) {
   json ranks = json::array();
   for (const auto& rank : node.ranks) ranks.push_back(to_json(rank));
+  json warm = json::array();
+  for (const auto& interpreter : node.warm) {
+    warm.push_back({{"local_rank", interpreter.local_rank},
+                    {"pid", interpreter.pid},
+                    {"state", interpreter.ready ? "ready" : "importing"}});
+  }
   return {{"node_rank", node.node_rank}, {"host", node.host},         {"attempt", node.attempt},
           {"restarts", node.restarts},   {"hangs", node.hangs},       {"sampled_at", node.sampled_at},
-          {"ranks", std::move(ranks)}};
+          {"ranks", std::move(ranks)},   {"warm", std::move(warm)}};
 }
 
 json to_json(const JobStatus& job) {
@@ -118,6 +124,11 @@ NodeStatus node_status_from_json(const json& object) {
   node.hangs = field<int>(object, "hangs");
   node.sampled_at = field<double>(object, "sampled_at");
   for (const auto& rank : items(object, "ranks")) node.ranks.push_back(rank_status_from_json(rank));
+  for (const auto& interpreter : items(object, "warm")) {
+    object_of(interpreter);
+    node.warm.push_back(WarmInterpreter{field<int>(interpreter, "local_rank"), field<pid_t>(interpreter, "pid"),
+                                        field<std::string>(interpreter, "state") == "ready"});
+  }
   return node;
 }
 

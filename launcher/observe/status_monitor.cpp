@@ -174,6 +174,8 @@ void StatusMonitor::sample_now() {
     ranks_[i]->status.straggler = stragglers[i];
     latest_.ranks[i] = ranks_[i]->status;
   }
+  latest_.warm.clear();
+  if (warm_) warm_(latest_.warm);
   latest_.sampled_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (on_sample_) on_sample_(latest_);
 }

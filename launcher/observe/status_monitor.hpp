@@ -51,6 +51,8 @@ class StatusMonitor {
   /// leave it empty (between attempts).
   using WorkerSource = std::function<void(std::vector<WorkerView>&)>;
   using SampleHandler = std::function<void(const NodeStatus&)>;
+  /// Fills its argument with the interpreters waiting to become workers (--preload); may leave it empty.
+  using WarmSource = std::function<void(std::vector<WarmInterpreter>&)>;
 
   StatusMonitor(boost::asio::io_context& io, StatusMonitorSettings settings, WorkerSource workers,
                 SampleHandler on_sample);
@@ -58,6 +60,7 @@ class StatusMonitor {
   StatusMonitor(const StatusMonitor&) = delete;
   StatusMonitor& operator=(const StatusMonitor&) = delete;
 
+  void set_warm_source(WarmSource warm) { warm_ = std::move(warm); }
   /// A new attempt: ranks start over (no rates, no stragglers), and sampling starts if it had not.
   void begin_attempt(StatusAttempt attempt);
   /// A worker of this attempt exited (known at once, while its group may be gone by the next sample).
@@ -89,6 +92,7 @@ class StatusMonitor {
   boost::asio::io_context& io_;
   StatusMonitorSettings settings_;
   WorkerSource workers_;
+  WarmSource warm_;
   SampleHandler on_sample_;
   boost::asio::steady_timer timer_;
   bool running_ = false;

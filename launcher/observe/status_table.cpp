@@ -9,6 +9,15 @@
 namespace ddprun::launcher {
 namespace {
 
+/// "warm (--preload): 4 interpreters, 3 ready, 1 importing; pids 101 102 103 104"
+std::string describe_warm(const std::vector<WarmInterpreter>& warm) {
+  const auto ready = std::count_if(warm.begin(), warm.end(), [](const WarmInterpreter& w) { return w.ready; });
+  std::string pids;
+  for (const auto& interpreter : warm) pids += " " + std::to_string(interpreter.pid);
+  return "warm (--preload): " + std::to_string(warm.size()) + (warm.size() == 1 ? " interpreter, " : " interpreters, ") +
+         std::to_string(ready) + " ready, " + std::to_string(static_cast<long>(warm.size()) - ready) + " importing; pids" + pids;
+}
+
 /// `text` on one line: terminal_safe, and line breaks shown as spaces.
 std::string number(double value, const char* format) {
   char text[64];
@@ -62,6 +71,7 @@ std::string format_status_table(const JobStatus& job, double now, const std::str
                                               : ", not sampled yet";
     out += "node " + std::to_string(node.node_rank) + " (" + terminal_safe_line(node.host) + "): attempt " +
            std::to_string(node.attempt) + sampled + "\n";
+    if (!node.warm.empty()) out += "  " + describe_warm(node.warm) + "\n";
   }
   if (rank_count == 0) return out + "no workers running\n";
 

@@ -46,6 +46,12 @@ void StatusWatch::add_listener(Listener listener) { listeners_.push_back(std::mo
 
 void StatusWatch::make_monitor(const StatusMonitorSettings& settings) {
   monitor_ = std::make_unique<StatusMonitor>(io_, settings, workers_, [this](const NodeStatus& node) { on_sample(node); });
+  monitor_->set_warm_source(warm_);
+}
+
+void StatusWatch::set_warm_source(std::function<void(std::vector<WarmInterpreter>&)> warm) {
+  warm_ = std::move(warm);
+  if (monitor_) monitor_->set_warm_source(warm_);
 }
 
 const NodeStatus& StatusWatch::latest() const { return monitor_ ? monitor_->latest() : empty_; }

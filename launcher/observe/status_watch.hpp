@@ -48,6 +48,9 @@ class StatusWatch {
   StatusWatch(const StatusWatch&) = delete;
   StatusWatch& operator=(const StatusWatch&) = delete;
 
+  /// --preload: where each sample finds the interpreters waiting to become workers.
+  void set_warm_source(std::function<void(std::vector<WarmInterpreter>&)> warm);
+
   /// Every sample, after the console's share, in the order added.
   void add_listener(Listener listener);
 
@@ -80,6 +83,7 @@ class StatusWatch {
   const AttemptView& attempt_;
   EventRecorder& events_;
   WorkerSource workers_;
+  std::function<void(std::vector<WarmInterpreter>&)> warm_;
   std::vector<Listener> listeners_;
   std::unique_ptr<StatusMonitor> monitor_;  ///< null: nothing reads the samples
   bool block_ = false;                      ///< the block is drawn

@@ -75,6 +75,7 @@ JobStatus two_ranks() {
   node.restarts = 2;
   node.hangs = 1;
   node.ranks = {reporting, silent};
+  node.warm = {WarmInterpreter{0, 900, true}, WarmInterpreter{1, 901, true}, WarmInterpreter{2, 902, false}};
   return JobStatus{"run\\1", 2, {node}};
 }
 
@@ -148,6 +149,8 @@ TEST(MetricsText, EveryFamilyOnceWithItsSamples) {
       {"ddprun_rank_state{" + r1 + ",state=\"starting\"}", "0"},
       {"ddprun_restarts_total{" + n0 + "}", "2"},
       {"ddprun_hangs_total{" + n0 + "}", "1"},
+      {"ddprun_warm_interpreters{" + n0 + ",state=\"ready\"}", "2"},
+      {"ddprun_warm_interpreters{" + n0 + ",state=\"importing\"}", "1"},
       {"ddprun_status_requests_total", "7"},
       {"ddprun_status_refused_connections_total", "3"},
       {"ddprun_status_dropped_connections_total", "2"},

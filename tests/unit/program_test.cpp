@@ -180,3 +180,49 @@ TEST(SubstituteLocalRank, LeavesOtherTextAlone) {
 
 }  // namespace
 }  // namespace ddprun::launcher
+
+namespace ddprun::launcher {
+namespace {
+
+// --preload warms Python workers only, and only where Python will run ddprun's sitecustomize.
+class PreloadProgramTest : public ProgramTest {};
+
+TEST_F(PreloadProgramTest, PythonScriptsAndModulesMayBeWarmed) {
+  LaunchConfig script = config(ProgramMode::python_script, (work() / "train.py").string());
+  script.preload = {"torch"};
+  EXPECT_NO_THROW(resolve_program(script, env()));
+  LaunchConfig module = config(ProgramMode::python_module, "pkg.train");
+  module.preload = {"torch"};
+  EXPECT_NO_THROW(resolve_program(module, env()));
+  // A #! line with options that leave site and PYTHONPATH alone.
+  write(work() / "tool", "#!" + (bin() / "python3").string() + " -W error::SyntaxWarning\n", 0755);
+  LaunchConfig tool = config(ProgramMode::executable, (work() / "tool").string());
+  tool.preload = {"json"};
+  EXPECT_NO_THROW(resolve_program(tool, env()));
+}
+
+TEST_F(PreloadProgramTest, ProgramsWithoutPythonAreAUsageError) {
+  LaunchConfig trainer = config(ProgramMode::executable, "trainer");
+  trainer.preload = {"torch"};
+  EXPECT_EQ(usage_error(trainer, env()),
+            "--preload needs Python workers, and \"trainer\" runs without Python (an executable, or --no-python)");
+  LaunchConfig no_python = config(ProgramMode::executable, (work() / "train.py").string());
+  no_python.no_python = true;
+  no_python.preload = {"torch"};
+  ::chmod((work() / "train.py").c_str(), 0755);
+  EXPECT_NE(usage_error(no_python, env()).find("--preload needs Python workers"), std::string::npos);
+}
+
+TEST_F(PreloadProgramTest, InterpreterOptionsThatSkipSitecustomizeAreAUsageError) {
+  for (const std::string option : {"-E", "-S", "-I", "-sE"}) {
+    write(work() / "tool", "#!" + (bin() / "python3").string() + " " + option + "\n", 0755);
+    LaunchConfig tool = config(ProgramMode::executable, (work() / "tool").string());
+    tool.preload = {"json"};
+    const std::string message = usage_error(tool, env());
+    EXPECT_TRUE(message.starts_with("--preload cannot warm ")) << message;
+    EXPECT_NE(message.find(" " + option + ": -"), std::string::npos) << message;
+  }
+}
+
+}  // namespace
+}  // namespace ddprun::launcher

@@ -31,6 +31,7 @@ NodeStatus sample_node() {
   node.hangs = 4;
   node.sampled_at = 1700000000.125;
   node.ranks = {rank, RankStatus{}};
+  node.warm = {WarmInterpreter{0, 5151, true}, WarmInterpreter{1, 5152, false}};
   return node;
 }
 
@@ -46,6 +47,11 @@ TEST(StatusJson, EveryFieldRoundTrips) {
   ASSERT_TRUE(rank.progress.has_value());
   EXPECT_EQ(rank.progress->text, "epoch 1 loss 0.5 \xc3\xa9");
   EXPECT_FALSE(back.nodes[0].ranks[1].progress.has_value());
+  ASSERT_EQ(back.nodes[0].warm.size(), 2u);
+  EXPECT_EQ(back.nodes[0].warm[0].pid, 5151);
+  EXPECT_TRUE(back.nodes[0].warm[0].ready);
+  EXPECT_FALSE(back.nodes[0].warm[1].ready);
+  EXPECT_EQ(to_json(back.nodes[0])["warm"][1]["state"], "importing");
 }
 
 TEST(StatusJson, MissingFieldsReadAsDefaults) {

@@ -43,6 +43,14 @@ TEST(StatusTable, ARowPerRankEveryNode) {
   EXPECT_EQ(format_status_table(two_nodes(), 1002.4, "run job7 (pid 1, /logs)"), expected);
 }
 
+TEST(StatusTable, WarmInterpretersUnderTheirNode) {
+  JobStatus job{"r", 2, {NodeStatus{0, "h", 0, 0, 0, 0, {}, {{0, 301, true}, {1, 302, false}}}}};
+  EXPECT_EQ(format_status_table(job, 0, "run r"),
+            "run r: world size 2, 1 node; restarts 0, hangs 0\nnode 0 (h): attempt 0, not sampled yet\n"
+            "  warm (--preload): 2 interpreters, 1 ready, 1 importing; pids 301 302\n"
+            "no workers running\n");
+}
+
 TEST(StatusTable, NoWorkersYet) {
   JobStatus job{"r", 2, {NodeStatus{0, "h", 0, 0, 0, 0, {}}}};
   EXPECT_EQ(format_status_table(job, 0, "run r"),
