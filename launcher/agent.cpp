@@ -367,7 +367,7 @@ void Agent::start_attempt() {
   handlers.on_spawned = [this](pid_t pgid) {
     if (guardian_) guardian_->watch(pgid);
     if (auto started = workers_.started(pgid)) {
-      events_->worker_started(started->local_rank, pgid);
+      events_->worker_started(started->local_rank, pgid, pgid == last_warm_pid_);
       if (started->verbose_line) print_line(*started->verbose_line);
     }
   };
@@ -379,7 +379,10 @@ void Agent::start_attempt() {
   WorkerSpawner spawner;  // none: spawn_worker
   if (warm_) {
     spawner = [this](const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings) {
-      if (auto warm = warm_->take(spec, env, settings.window)) return std::move(*warm);
+      if (auto warm = warm_->take(spec, env, settings.window)) {
+        last_warm_pid_ = warm->pid;
+        return std::move(*warm);
+      }
       return spawn_worker(spec, env, settings);
     };
   }

@@ -144,6 +144,7 @@ class Agent {
   std::unique_ptr<JobTerminal> terminal_;  ///< made as run() starts, once the console exists
 
   std::unique_ptr<WarmPool> warm_;  ///< --preload only; declared before group_, which takes from it
+  pid_t last_warm_pid_ = 0;         ///< the last worker a warm interpreter became (its start event says so)
   std::unique_ptr<WorkerGroup> group_;
   /// What each attempt's workers start with; declared after group_ so that the attempt's log files
   /// close before the group goes.

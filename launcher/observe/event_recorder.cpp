@@ -98,11 +98,11 @@ void EventRecorder::group_starting(std::optional<std::pair<int, int>> first_fail
   record(std::move(restart));
 }
 
-void EventRecorder::worker_started(int local_rank, pid_t pid) {
+void EventRecorder::worker_started(int local_rank, pid_t pid, bool warm) {
   record({.kind = JobEventKind::worker_started,
           .rank = attempt_.rank_base + local_rank,
           .pid = pid,
-          .detail = {{"local_rank", local_rank}, {"attempt", attempt_.attempt}}});
+          .detail = {{"local_rank", local_rank}, {"attempt", attempt_.attempt}, {"warm", warm}}});
 }
 
 void EventRecorder::worker_exited(const WorkerEnd& end) {

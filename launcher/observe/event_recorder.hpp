@@ -74,7 +74,7 @@ class EventRecorder {
   /// round's end (multi-node), `first_failure` (the last attempt's first failed rank and its
   /// exitcode), or the hang that --hang-action restart acts on.
   void group_starting(std::optional<std::pair<int, int>> first_failure);
-  void worker_started(int local_rank, pid_t pid);
+  void worker_started(int local_rank, pid_t pid, bool warm = false);
   void worker_exited(const WorkerEnd& end);
   /// A round formed: round_formed, then the nodes new in it joined and those gone from the last
   /// round lost.

@@ -17,7 +17,7 @@ enum class JobEventKind {
   round_formed,    ///< multi-node: a rendezvous round formed (detail: round, nodes, world_size)
   node_joined,     ///< multi-node: a node is in the round (node_rank)
   node_lost,       ///< multi-node: a node left or stopped answering (node_rank, detail: reason)
-  worker_started,  ///< rank, pid (detail: local_rank, attempt)
+  worker_started,  ///< rank, pid (detail: local_rank, attempt, warm: a --preload interpreter became it)
   worker_exited,   ///< rank, pid (detail: exitcode, description)
   restart,         ///< the group restarts (detail: restart count, reason)
   hang_detected,   ///< no rank progressed for --hang-timeout (detail: idle_seconds, action)
