@@ -206,6 +206,7 @@ std::optional<fs::path> find_program(const std::string& program, const Environ& 
 WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env, const fs::path& launcher_dir) {
   WorkerCommand command;
   if (config.program.empty()) throw UsageError("PROGRAM: missing; usage: ddprun [options] PROGRAM [ARGS...]");
+  std::vector<std::string> interpreter_options;  // a Python #! line's, before "-u PROGRAM"
   std::vector<std::string> local_rank_arg;  // torch.distributed.launch's, right after PROGRAM
   if (config.append_local_rank == LocalRankArg::underscore) local_rank_arg = {"--local_rank=${local_rank}"};
   if (config.append_local_rank == LocalRankArg::dash) local_rank_arg = {"--local-rank=${local_rank}"};
@@ -238,6 +239,7 @@ WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env, co
       command.executable = interpreter->interpreter.string();
       command.argv.push_back(interpreter->interpreter.string());
       command.argv.insert(command.argv.end(), shebang->args.begin(), shebang->args.end());
+      interpreter_options = shebang->args;
       command.argv.push_back("-u");
       command.argv.push_back(script);
       command.python = std::move(interpreter);
@@ -258,25 +260,33 @@ WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env, co
   }
   command.argv.insert(command.argv.end(), local_rank_arg.begin(), local_rank_arg.end());
   command.argv.insert(command.argv.end(), config.program_args.begin(), config.program_args.end());
-  if (!config.preload.empty()) check_preload(command, config.program);
+  if (!config.preload.empty()) check_preload(command, config.program, interpreter_options);
   return command;
 }
 
-void check_preload(const WorkerCommand& command, const std::string& program) {
+void check_preload(const WorkerCommand& command, const std::string& program,
+                   const std::vector<std::string>& interpreter_options) {
   if (!command.python) {
     throw UsageError("--preload needs Python workers, and " + quote_for_message(program) +
                      " runs without Python (an executable, or --no-python)");
   }
-  // The interpreter's own options, before "-u": -S (no site), -I and -E (no PYTHONPATH) would keep
-  // ddprun's sitecustomize, which makes an interpreter warm, from running.
-  for (std::size_t i = 1; i < command.argv.size() && command.argv[i] != "-u"; ++i) {
-    const std::string& option = command.argv[i];
-    // -W and -X take a value in the same word (-Werror::SyntaxWarning): not flags.
-    if (option.size() < 2 || option[0] != '-' || option[1] == '-' || option[1] == 'W' || option[1] == 'X') continue;
-    for (char flag : {'S', 'I', 'E'}) {
-      if (option.find(flag) != std::string::npos) {
-        throw UsageError(std::string("--preload cannot warm ") + command.argv[0] + " " + option + ": -" + flag +
-                         " keeps Python from importing ddprun's sitecustomize (from the #! line of " + program + ")");
+  // -S (no site), -I and -E (no PYTHONPATH) would keep ddprun's sitecustomize, which makes an
+  // interpreter warm, from running. A #! line's options may come as one word ("-u -E", as the kernel
+  // passes the rest of the line).
+  for (const std::string& words : interpreter_options) {
+    std::size_t start = 0;
+    while (start < words.size()) {
+      const std::size_t end = std::min(words.find(' ', start), words.size());
+      const std::string option = words.substr(start, end - start);
+      start = end + 1;
+      // -W and -X take their value in the same word (-Werror::SyntaxWarning), -c and -m end the options.
+      if (option.size() < 2 || option[0] != '-' || option[1] == '-') continue;
+      const std::string letters = option.substr(1, option.find_first_of("WXcm") - 1);
+      for (char flag : {'S', 'I', 'E'}) {
+        if (letters.find(flag) != std::string::npos) {
+          throw UsageError(std::string("--preload cannot warm ") + command.argv[0] + " " + option + ": -" + flag +
+                           " keeps Python from importing ddprun's sitecustomize (from the #! line of " + program + ")");
+        }
       }
     }
   }

@@ -88,9 +88,10 @@ WorkerCommand resolve_program(const LaunchConfig& config, const Environ& env,
                               const std::filesystem::path& launcher_dir = {});
 
 /// --preload's demands on the command (resolve_program checks them when --preload is given): the
-/// workers run under Python, with neither -S, -I nor -E among the interpreter's #! options. Throws
-/// UsageError naming what stands in the way.
-void check_preload(const WorkerCommand& command, const std::string& program);
+/// workers run under Python, with neither -S, -I nor -E among `interpreter_options` (a Python #!
+/// line's). Throws UsageError naming what stands in the way.
+void check_preload(const WorkerCommand& command, const std::string& program,
+                   const std::vector<std::string>& interpreter_options);
 
 /// A worker's argv: argv[0] as it is; in every other argument `$local_rank` and `${local_rank}`
 /// become the local rank and `$$` becomes `$`, as torchrun's string.Template.safe_substitute

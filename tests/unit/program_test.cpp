@@ -214,14 +214,19 @@ TEST_F(PreloadProgramTest, ProgramsWithoutPythonAreAUsageError) {
 }
 
 TEST_F(PreloadProgramTest, InterpreterOptionsThatSkipSitecustomizeAreAUsageError) {
-  for (const std::string option : {"-E", "-S", "-I", "-sE"}) {
+  for (const std::string option : {"-E", "-S", "-I", "-sE", "-u -E"}) {
     write(work() / "tool", "#!" + (bin() / "python3").string() + " " + option + "\n", 0755);
     LaunchConfig tool = config(ProgramMode::executable, (work() / "tool").string());
     tool.preload = {"json"};
     const std::string message = usage_error(tool, env());
     EXPECT_TRUE(message.starts_with("--preload cannot warm ")) << message;
-    EXPECT_NE(message.find(" " + option + ": -"), std::string::npos) << message;
+    EXPECT_NE(message.find(option.substr(option.rfind('-')) + ": -"), std::string::npos) << message;
   }
+  // `env -S` splits the line: each option its own word.
+  write(work() / "tool", "#!/usr/bin/env -S python3 -u -I\n", 0755);
+  LaunchConfig split = config(ProgramMode::executable, (work() / "tool").string());
+  split.preload = {"json"};
+  EXPECT_NE(usage_error(split, env()).find(" -I: -I keeps Python"), std::string::npos);
 }
 
 }  // namespace
