@@ -267,7 +267,11 @@ std::vector<WorkerSpec> Agent::specs_to_warm() const {
   facts.master = master_;
   facts.restart_count = state_.restart_count;
   facts.terminal = terminal_->worker_terminal();
-  return workers_.specs(facts);
+  std::vector<WorkerSpec> specs = workers_.specs(facts);
+  // Which worker reads ddprun's stdin (global rank 0) is known once the ranks are: each interpreter
+  // gets it when one might, and /dev/null at "go" when its worker does not.
+  for (WorkerSpec& spec : specs) spec.reads_stdin = plan_.config.stdin_target != StdinTarget::none;
+  return specs;
 }
 
 void Agent::start_observers() {

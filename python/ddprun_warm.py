@@ -10,9 +10,10 @@ Python starts (site.py imports sitecustomize before the script runs). On that so
                             "ready\\n"                 the modules are imported
                             "failed TEXT\\n"           an import failed (TEXT: the exception, one line)
                             "cuda TEXT\\n"             an import initialised CUDA (cuInit ran)
-    ddprun -> interpreter   "go N\\n" + N bytes:       NUL-terminated strings: the executable, the
+    ddprun -> interpreter   "go N STDIN\\n" + N bytes: NUL-terminated strings: the executable, the
                             number of arguments, the arguments, then every NAME=VALUE of the worker's
-                            environment; exactly what a cold worker is exec'd with.
+                            environment; exactly what a cold worker is exec'd with. STDIN: "keep", or
+                            "null": the worker does not read ddprun's stdin, reopen it on /dev/null.
 
 On "go" the socket is closed and the interpreter takes the worker's environment (os.environ and the C
 environment both), then returns: Python goes on to run the script (or -m module) exactly as a cold
@@ -43,16 +44,18 @@ def _read_exactly(fd, count):
 
 
 def _read_go(fd):
-    """(executable, argv, env as a bytes dict) from the go message; None when ddprun closed the socket."""
+    """(executable, argv, env as a bytes dict, null_stdin) from the go message; None when ddprun
+    closed the socket."""
     header = b""
     while not header.endswith(b"\n"):
         byte = os.read(fd, 1)
         if not byte or len(header) > 64:
             return None
         header += byte
-    word, _, size = header.strip().partition(b" ")
-    if word != b"go" or not size.isdigit():
+    words = header.split()
+    if len(words) != 3 or words[0] != b"go" or not words[1].isdigit() or words[2] not in (b"keep", b"null"):
         return None
+    size = words[1]
     payload = _read_exactly(fd, int(size))
     if payload is None:
         return None
@@ -63,7 +66,7 @@ def _read_go(fd):
     for entry in fields[2 + argc:]:
         name, _, value = entry.partition(b"=")
         env[name] = value
-    return fields[0], argv, env
+    return fields[0], argv, env, words[2] == b"null"
 
 
 def _path0():
@@ -168,7 +171,11 @@ def become_worker():
     os.close(fd)
     if go is None:  # ddprun is gone or gave this interpreter up: nothing to become
         os._exit(0)
-    executable, argv, env = go
+    executable, argv, env, null_stdin = go
+    if null_stdin:  # as a worker that does not read ddprun's stdin is started: on /dev/null
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.close(devnull)
     if problem is not None:
         os.execve(executable, argv, env)  # cold: a fresh interpreter, in this same process
     _take_environment(env)

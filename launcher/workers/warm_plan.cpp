@@ -17,12 +17,17 @@ Environ warm_environment(const Environ& base, const Environ& worker_env) {
 }
 
 WarmStart warm_start_of(const WorkerSpec& spec, const Environ& base, const Environ& worker_env) {
-  return WarmStart{spec.local_rank, spec.executable, spec.argv,          spec.terminal,
-                   spec.reads_stdin, spec.cpu_affinity, warm_environment(base, worker_env)};
+  return WarmStart{spec.local_rank, spec.executable, spec.argv, spec.terminal, spec.cpu_affinity,
+                   warm_environment(base, worker_env)};
+}
+
+bool may_become(const WarmStart& start, bool has_stdin, const WorkerSpec& spec, const Environ& base,
+                const Environ& worker_env) {
+  return (has_stdin || !spec.reads_stdin) && start == warm_start_of(spec, base, worker_env);
 }
 
 std::string go_message(const std::string& executable, const std::vector<std::string>& argv,
-                       const std::vector<std::string>& env_entries) {
+                       const std::vector<std::string>& env_entries, bool null_stdin) {
   std::string payload;
   auto add = [&payload](const std::string& field) {
     payload.append(field);
@@ -32,7 +37,7 @@ std::string go_message(const std::string& executable, const std::vector<std::str
   add(std::to_string(argv.size()));
   for (const auto& arg : argv) add(arg);
   for (const auto& entry : env_entries) add(entry);
-  return "go " + std::to_string(payload.size()) + "\n" + payload;
+  return "go " + std::to_string(payload.size()) + (null_stdin ? " null" : " keep") + "\n" + payload;
 }
 
 WarmReport parse_warm_report(std::string_view line) {

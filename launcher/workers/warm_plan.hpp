@@ -26,13 +26,13 @@ inline constexpr std::string_view kReadBeforeGo[] = {"PYTHONPATH", "OMP_NUM_THRE
 Environ warm_environment(const Environ& base, const Environ& worker_env);
 
 /// What a warm interpreter was started as; it may become a worker only if the worker would start
-/// the same: the same program and arguments, streams, CPUs and the environment read before "go".
+/// the same: the same program and arguments, terminal, CPUs and the environment read before "go".
+/// Its stdin is apart (may_become): which rank reads ddprun's stdin is known only once the ranks are.
 struct WarmStart {
   int local_rank = 0;
   std::string executable;
   std::vector<std::string> argv;
   WorkerTerminal terminal = WorkerTerminal::pipes;
-  bool reads_stdin = false;
   std::vector<int> cpu_affinity;
   Environ env;  ///< warm_environment
 
@@ -41,11 +41,18 @@ struct WarmStart {
 
 WarmStart warm_start_of(const WorkerSpec& spec, const Environ& base, const Environ& worker_env);
 
-/// The message that turns a warm interpreter into its worker: "go N\n" and N bytes of
+/// Whether an interpreter started as `start`, with ddprun's stdin (`has_stdin`) or /dev/null, can
+/// become the worker `spec` (environment `worker_env`): the same start, and stdin for a worker that
+/// reads it (one that does not gets /dev/null at "go").
+bool may_become(const WarmStart& start, bool has_stdin, const WorkerSpec& spec, const Environ& base,
+                const Environ& worker_env);
+
+/// The message that turns a warm interpreter into its worker: "go N STDIN\n" and N bytes of
 /// NUL-terminated strings: the executable, the argument count, the arguments, the environment's
-/// NAME=VALUE entries (exec_environment), as the cold worker would be exec'd.
+/// NAME=VALUE entries (exec_environment), as the cold worker would be exec'd. STDIN: "keep" its
+/// stdin, or "null": reopen it on /dev/null (a worker that does not read ddprun's).
 std::string go_message(const std::string& executable, const std::vector<std::string>& argv,
-                       const std::vector<std::string>& env_entries);
+                       const std::vector<std::string>& env_entries, bool null_stdin = false);
 
 /// One line from a warm interpreter.
 struct WarmReport {

@@ -118,13 +118,19 @@ std::optional<SpawnedWorker> WarmPool::take(const WorkerSpec& spec, const Enviro
   if (stopped_ || it == waiting_.end()) return std::nullopt;
   std::shared_ptr<Interpreter> interpreter = it->second;
   waiting_.erase(it);
-  if (interpreter->failed || !(interpreter->start == warm_start_of(spec, settings_.base_env, env))) {
+  const bool has_stdin = interpreter->spawned.stdin_fd >= 0;
+  if (interpreter->failed || !may_become(interpreter->start, has_stdin, spec, settings_.base_env, env)) {
     kill(*interpreter);  // started for another worker (the job's shape changed): this one starts cold
     killed_.push_back(std::move(interpreter));
     return std::nullopt;
   }
   SpawnedWorker spawned = interpreter->spawned;
   interpreter->spawned.stdout_fd = interpreter->spawned.stderr_fd = interpreter->spawned.stdin_fd = -1;
+  const bool null_stdin = has_stdin && !spec.reads_stdin;  // it reopens its stdin on /dev/null at "go"
+  if (null_stdin) {
+    ::close(spawned.stdin_fd);
+    spawned.stdin_fd = -1;
+  }
   if (window && spawned.pty) {
     // Sized at its start; ddprun's terminal may have changed since.
     ::ioctl(spawned.stdout_fd, TIOCSWINSZ, &*window);
@@ -133,7 +139,7 @@ std::optional<SpawnedWorker> WarmPool::take(const WorkerSpec& spec, const Enviro
   interpreter->handed_over = true;
   if (!interpreter->closed) ++handed_over_preloading_;
   const std::vector<std::string> argv = spec.argv.empty() ? std::vector<std::string>{spec.executable} : spec.argv;
-  interpreter->go = go_message(spec.executable, argv, exec_environment(env, spawned.pty_unavailable));
+  interpreter->go = go_message(spec.executable, argv, exec_environment(env, spawned.pty_unavailable), null_stdin);
   if (interpreter->hello) send_go(interpreter);
   return spawned;
 }

@@ -50,19 +50,35 @@ TEST(WarmPlan, AnythingElseMakesAnotherStart) {
   EXPECT_TRUE(differs([](WorkerSpec& s) { s.executable = "/venv/bin/python3"; }));
   EXPECT_TRUE(differs([](WorkerSpec& s) { s.local_rank = 1; }));
   EXPECT_TRUE(differs([](WorkerSpec& s) { s.terminal = WorkerTerminal::pty; }));
-  EXPECT_TRUE(differs([](WorkerSpec& s) { s.reads_stdin = true; }));
   EXPECT_TRUE(differs([](WorkerSpec& s) { s.cpu_affinity = {0, 1}; }));
   EXPECT_TRUE(differs([](WorkerSpec& s) { s.local_world_size = 2; }));  // OMP_NUM_THREADS=1 from 2 workers on
   EXPECT_TRUE(differs([](WorkerSpec& s) { s.python_dir = "/elsewhere"; }));  // PYTHONPATH
   EXPECT_FALSE(differs([](WorkerSpec& s) { s.world_size = 64; }));
 }
 
+TEST(WarmPlan, StdinIsGivenUpAtGoNeverGained) {
+  WorkerSpec spec;
+  spec.executable = "/usr/bin/python3";
+  const Environ base{{"PATH", "/bin"}};
+  WorkerSpec reader = spec;
+  reader.reads_stdin = true;
+  const Environ env = build_worker_env(base, spec);
+  const WarmStart start = warm_start_of(spec, base, env);
+  EXPECT_TRUE(may_become(start, true, reader, base, env));
+  EXPECT_TRUE(may_become(start, true, spec, base, env));    // /dev/null at go
+  EXPECT_TRUE(may_become(start, false, spec, base, env));
+  EXPECT_FALSE(may_become(start, false, reader, base, env));  // no pipe to give it
+  WorkerSpec other = spec;
+  other.argv = {"python3", "-u", "other.py"};
+  EXPECT_FALSE(may_become(start, true, other, base, build_worker_env(base, other)));
+}
+
 TEST(WarmPlan, GoCarriesTheExecTriple) {
   const std::string message = go_message("/usr/bin/python3", {"python3", "-u", "t.py"}, {"A=1", "B=x=y"});
   const std::string payload("/usr/bin/python3\0" "3\0" "python3\0-u\0t.py\0A=1\0B=x=y\0", 45);
-  EXPECT_EQ(message, "go " + std::to_string(payload.size()) + "\n" + payload);
+  EXPECT_EQ(message, "go " + std::to_string(payload.size()) + " keep\n" + payload);
   // An empty argument and an empty value travel as empty fields.
-  EXPECT_EQ(go_message("/p", {"p", ""}, {"E="}), std::string("go 11\n/p\0" "2\0p\0\0E=\0", 17));
+  EXPECT_EQ(go_message("/p", {"p", ""}, {"E="}, true), std::string("go 11 null\n/p\0" "2\0p\0\0E=\0", 22));
 }
 
 TEST(WarmPlan, ReportsAsTheInterpreterWritesThem) {
