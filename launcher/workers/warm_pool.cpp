@@ -57,8 +57,11 @@ int torchrun_exitcode(int wait_status) {
 
 }  // namespace
 
+/// Interpreters started per loop turn, as WorkerGroup's kSpawnBatch: a start is a fork and an exec.
+constexpr std::size_t kSpawnBatch = 8;
+
 WarmPool::WarmPool(asio::io_context& io, WarmPoolSettings settings, WarmPoolHandlers handlers)
-    : io_(io), settings_(std::move(settings)), handlers_(std::move(handlers)) {}
+    : io_(io), settings_(std::move(settings)), handlers_(std::move(handlers)), spawn_timer_(io) {}
 
 WarmPool::~WarmPool() {
   stop();
@@ -69,10 +72,27 @@ WarmPool::~WarmPool() {
 }
 
 void WarmPool::warm(const std::vector<WorkerSpec>& specs) {
-  for (const WorkerSpec& spec : specs) {
-    if (stopped_) return;
-    if (!waiting_.contains(spec.local_rank)) spawn(spec);
+  if (stopped_) return;
+  const bool idle = to_spawn_.empty();
+  to_spawn_.insert(to_spawn_.end(), specs.begin(), specs.end());
+  if (idle) spawn_batch();
+}
+
+void WarmPool::spawn_batch() {
+  for (std::size_t started = 0; started < kSpawnBatch && !to_spawn_.empty() && !stopped_;) {
+    const WorkerSpec spec = std::move(to_spawn_.front());
+    to_spawn_.pop_front();
+    if (waiting_.contains(spec.local_rank)) continue;
+    spawn(spec);
+    ++started;
   }
+  if (stopped_ || to_spawn_.empty()) return;
+  // A timer, not a post, for the reason WorkerGroup::spawn_batch gives: signals and exits go first.
+  std::weak_ptr<int> life = life_;
+  spawn_timer_.expires_after(std::chrono::seconds(0));
+  spawn_timer_.async_wait([this, life](const boost::system::error_code& ec) {
+    if (!ec && !life.expired()) spawn_batch();
+  });
 }
 
 void WarmPool::warm_next(std::vector<WorkerSpec> specs) {
@@ -229,6 +249,8 @@ void WarmPool::give_up(const std::string& line) {
 void WarmPool::stop() {
   stopped_ = true;
   next_.reset();
+  to_spawn_.clear();
+  spawn_timer_.cancel();
   for (auto& [local_rank, interpreter] : waiting_) {
     kill(*interpreter);
     killed_.push_back(interpreter);

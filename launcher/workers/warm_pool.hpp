@@ -19,6 +19,8 @@
 #include <sys/types.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -60,7 +62,8 @@ class WarmPool {
   WarmPool(const WarmPool&) = delete;
   WarmPool& operator=(const WarmPool&) = delete;
 
-  /// Starts an interpreter for each spec's local rank that has none waiting, at once.
+  /// Starts an interpreter for each spec's local rank that has none waiting: at once, 8 per turn of
+  /// the loop (as the worker group starts workers), so that a signal or an exit is never held up.
   void warm(const std::vector<WorkerSpec>& specs);
   /// As warm(), once every interpreter handed over so far is past its preload (now if they are).
   void warm_next(std::vector<WorkerSpec> specs);
@@ -83,6 +86,7 @@ class WarmPool {
  private:
   struct Interpreter;
 
+  void spawn_batch();
   void spawn(const WorkerSpec& spec);
   void read_reports(const std::shared_ptr<Interpreter>& interpreter);
   void on_report(const std::shared_ptr<Interpreter>& interpreter, const WarmReport& report);
@@ -99,6 +103,8 @@ class WarmPool {
   std::vector<std::shared_ptr<Interpreter>> killed_;     ///< killed, not reaped yet
   int handed_over_preloading_ = 0;  ///< handed over, socket still open (still importing, or "go" unread)
   std::optional<std::vector<WorkerSpec>> next_;  ///< warm_next's specs, waiting for the count above to be 0
+  std::deque<WorkerSpec> to_spawn_;              ///< warm()'s, started a batch per loop turn
+  boost::asio::steady_timer spawn_timer_;
   bool stopped_ = false;
   std::shared_ptr<int> life_ = std::make_shared<int>(0);  ///< handlers still queued see the pool gone
 };
