@@ -33,6 +33,7 @@ moments (the failure seen, the restart, the workers started) come from its --eve
 import argparse
 import json
 import os
+import shlex
 import signal
 import socket
 import statistics
@@ -182,6 +183,10 @@ def variants_of(a):
     return chosen
 
 
+def warm_options(a, variant):
+    return ["--preload", a.preload] + shlex.split(a.warm_args) if variant == "warm" else []
+
+
 def report(name, runs, goals, what):
     """The headline line (medians, ratios against warm), then min/max/n per variant."""
     med = {v: median([r["t"] for r in rs]) for v, rs in runs.items() if rs}
@@ -210,7 +215,7 @@ def restart_once(a, variant, tmp, index):
         cmd = [a.anchor, "--standalone", "--nproc_per_node", "4", "--max_restarts", "1",
                "--monitor_interval", f"{a.monitor_interval:g}", str(WORKER)]
     else:
-        cmd = [a.ddprun] + (["--preload", a.preload] if variant == "warm" else []) + \
+        cmd = [a.ddprun] + warm_options(a, variant) + \
               ["--nproc-per-node", "4", "--max-restarts", "1", "--master-port", "0",
                "--events", str(events), str(WORKER)]
     run_agents([cmd], env, folder, a.run_timeout)
@@ -288,7 +293,7 @@ def first_start_once(a, variant, static, tmp, index):
             else:
                 shape = ["--nnodes", "2:3", "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}",
                          "--rdzv-id", f"warm{index}", "--rdzv-conf", f"last_call_timeout={a.last_call:g}"]
-            cmds.append([a.ddprun] + (["--preload", a.preload] if variant == "warm" else []) + shape +
+            cmds.append([a.ddprun] + warm_options(a, variant) + shape +
                         ["--nproc-per-node", "2", "--events", str(events), str(WORKER)])
     t0 = run_agents(cmds, env, folder, a.run_timeout)
     ups = read_ups(folder, 0, 4)
@@ -546,6 +551,8 @@ def main():
     parser.add_argument("--python", default="/usr/bin/python3", help="the workers' Python (has torch)")
     parser.add_argument("--variants", default="warm,cold,anchor", help="which of warm,cold,anchor to run")
     parser.add_argument("--preload", default="torch", help="the modules of --preload (warm)")
+    parser.add_argument("--warm-args", default="", help="more ddprun options for the warm variant only, "
+                        "e.g. '--stdin none'")
     parser.add_argument("--runs", type=int, default=5, help="repetitions; the variants take turns in each")
     parser.add_argument("--fail-after", type=float, default=8, help="warm_restart: rank 1 fails after S s")
     parser.add_argument("--last-call", type=float, default=3, help="warm_first_start_2node: last_call_timeout")
@@ -554,6 +561,9 @@ def main():
     parser.add_argument("--run-timeout", type=float, default=180)
     parser.add_argument("--keep", action="store_true", help="keep the runs' folders (logs, events) in /tmp")
     a = parser.parse_args()
+    # Agents run in sessions of their own: a SIGTERM to the harness unwinds it, so that run_agents kills them.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    LABEL["warm"] = " ".join(["ddprun --preload", a.preload] + ([a.warm_args] if a.warm_args else []))
 
     def tools(chosen):
         needed = [a.python]
