@@ -184,11 +184,30 @@ def _nothing(step, samples, text=None):
     return None
 
 
-_PATH = _os.environ.get("DDPRUN_PROGRESS_FILE", "")
-report = _make_report(_PATH) if _PATH else _nothing
+def _deferred(step, samples, text=None):
+    """report() of a module imported by a --preload interpreter (ddprun_warm.py) before its worker's
+    environment arrived: the file is known at the first report (or when ddprun_warm calls _resolve()
+    as the worker starts). A caller that imported this function itself goes through it each time."""
+    return _resolve()(step, samples, text)
+
+
+def _resolve():
+    """report() from DDPRUN_PROGRESS_FILE as it is now, made once."""
+    global _PATH, report
+    if report is _deferred:
+        _PATH = _os.environ.get("DDPRUN_PROGRESS_FILE", "")
+        report = _make_report(_PATH) if _PATH else _nothing
+    return report
+
+
+_PATH = ""
+report = _deferred
+if not getattr(_sys.modules.get("ddprun_warm"), "preloading", False):
+    _resolve()
 
 
 def enabled():
     """Whether report() publishes to ddprun: DDPRUN_PROGRESS_FILE set and its file mapped (mapped
     now when it was not yet)."""
-    return report is not _nothing and report.open_now()
+    current = _resolve()
+    return current is not _nothing and current.open_now()

@@ -25,6 +25,10 @@ import sys
 
 _READ_CHUNK = 1 << 16
 
+# True while the modules are imported: ddprun_progress, imported then, waits for the worker's
+# DDPRUN_PROGRESS_FILE instead of reading an environment that has none.
+preloading = False
+
 
 def _send(fd, line):
     data = line.encode("utf-8", "replace")
@@ -91,8 +95,10 @@ def _one_line(error):
 
 def _preload(modules):
     """None when every module imported; ("failed", text) otherwise."""
+    global preloading
     import importlib
 
+    preloading = True
     path0 = _path0()
     if path0 is not None:
         sys.path.insert(0, path0)
@@ -103,6 +109,7 @@ def _preload(modules):
             except BaseException as error:  # SystemExit and KeyboardInterrupt at import are failures too
                 return "failed", f"{name}: {_one_line(error)}"
     finally:
+        preloading = False
         if path0 is not None and sys.path and sys.path[0] == path0:
             del sys.path[0]
     return None
@@ -179,3 +186,6 @@ def become_worker():
     if problem is not None:
         os.execve(executable, argv, env)  # cold: a fresh interpreter, in this same process
     _take_environment(env)
+    progress = sys.modules.get("ddprun_progress")
+    if progress is not None:  # imported by the preload: its file is this worker's
+        progress._resolve()

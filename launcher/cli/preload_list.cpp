@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "launcher/cli/cli_values.hpp"  // quote_for_message
+
 namespace ddprun::launcher {
 namespace {
 
@@ -36,7 +38,7 @@ PreloadList parse_preload_list(std::string_view text) {
     }
     if (!valid) {
       list.modules.clear();
-      list.error = name.empty() ? "has an empty entry" : "'" + std::string(name) + "' is not a module name";
+      list.error = name.empty() ? "has an empty entry" : "has " + quote_for_message(std::string(name)) + ", which is not a module name";
       return list;
     }
     list.modules.emplace_back(name);

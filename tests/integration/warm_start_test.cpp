@@ -862,8 +862,8 @@ INSTANTIATE_TEST_SUITE_P(
         BadPreload{"empty_entry", {"--preload", "a,,b", "SHEBANG"}, "--preload: \"a,,b\" has an empty entry"},
         BadPreload{"trailing_comma", {"--preload", "json,", "SHEBANG"}, "--preload: \"json,\" has an empty entry"},
         BadPreload{"not_a_name", {"--preload", "torch.nn,my-module", "SHEBANG"},
-                   "--preload: \"torch.nn,my-module\" 'my-module' is not a module name"},
-        BadPreload{"empty_part", {"--preload", "torch..nn", "SHEBANG"}, "--preload: \"torch..nn\" 'torch..nn' is not a module name"},
+                   "--preload: \"torch.nn,my-module\" has \"my-module\", which is not a module name"},
+        BadPreload{"empty_part", {"--preload", "torch..nn", "SHEBANG"}, "--preload: \"torch..nn\" has \"torch..nn\", which is not a module name"},
         BadPreload{"pet_preload_empty_entry", {"SHEBANG"}, "--preload (from PET_PRELOAD): \"x,,y\" has an empty entry",
                    {{"PET_PRELOAD", "x,,y"}}}),
     [](const auto& test) { return std::string(test.param.name); });
@@ -1069,6 +1069,44 @@ void expect_progress_reported(const std::string& preload, const std::map<std::st
 TEST(WarmObservability, AWarmWorkersProgressReportsReachDdprun) {
   if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
   expect_progress_reported("json");
+}
+
+// A preloaded module that imports ddprun_progress (a training library that reports progress) imports
+// it before "go" brings DDPRUN_PROGRESS_FILE: the workers' reports must still reach ddprun.
+TEST(WarmObservability, APreloadThatImportsDdprunProgressLeavesTheWorkersReportsOn) {
+  if (::access(kSystemPython, X_OK) != 0) GTEST_SKIP() << kSystemPython << " is missing";
+  RuntimeDir runtime;
+  TempDir dir;
+  TempDir modules;
+  write_file(modules.path() / "reports_progress.py", "import ddprun_progress\n");
+  Launch job({"--standalone", "--nproc-per-node", "2", "--preload", "json,reports_progress",
+              (kData / "progress.py").string(), dir.str()},
+             python_env({{"XDG_RUNTIME_DIR", runtime.str()}, {"PYTHONPATH", modules.str()}}));
+  json records[2];
+  for (int rank = 0; rank < 2; ++rank) {
+    const fs::path path = dir.path() / (std::to_string(rank) + ".json");
+    ASSERT_TRUE(eventually([&] { return fs::exists(path); }, 60s)) << path;
+    records[rank] = json::parse(read_file(path));
+    EXPECT_NE(std::find(records[rank]["warm"].begin(), records[rank]["warm"].end(), "ddprun_warm"),
+              records[rank]["warm"].end())
+        << records[rank];
+  }
+  json status;
+  const bool reported = eventually([&] {
+    status = json::parse(run_ddprun({"status", "--json"}, {{"XDG_RUNTIME_DIR", runtime.str()}}).out, nullptr, false);
+    if (!status.is_object() || !status.contains("nodes") || status["nodes"].empty()) return false;
+    for (const json& rank : status["nodes"][0]["ranks"]) {
+      if (!rank.contains("progress") || !rank["progress"].is_object()) return false;
+    }
+    return true;
+  }, 5s);
+  write_file(dir.path() / "end", "");
+  Outcome outcome = job.wait();
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(records[rank]["progress_enabled"], true) << "rank " << rank << ": ddprun_progress.enabled()";
+  }
+  EXPECT_TRUE(reported) << "no progress in `ddprun status --json`: " << status.dump(1);
 }
 
 }  // namespace

@@ -20,12 +20,13 @@ TEST(PreloadList, NamesOrWhyNot) {
       {"torch,", {}, "has an empty entry"},
       {"a,,b", {}, "has an empty entry"},
       {",torch", {}, "has an empty entry"},
-      {"torch .nn", {}, "'torch .nn' is not a module name"},
-      {"1torch", {}, "'1torch' is not a module name"},
-      {"torch..nn", {}, "'torch..nn' is not a module name"},
-      {"torch.", {}, "'torch.' is not a module name"},
-      {"os;import sys", {}, "'os;import sys' is not a module name"},
-      {"caf\xc3\xa9", {}, "'caf\xc3\xa9' is not a module name"},
+      {"torch .nn", {}, "has \"torch .nn\", which is not a module name"},
+      {"1torch", {}, "has \"1torch\", which is not a module name"},
+      {"torch..nn", {}, "has \"torch..nn\", which is not a module name"},
+      {"torch.", {}, "has \"torch.\", which is not a module name"},
+      {"os;import sys", {}, "has \"os;import sys\", which is not a module name"},
+      {"caf\xc3\xa9", {}, "has \"caf\xc3\xa9\", which is not a module name"},
+      {"a\x1b[31m", {}, "has \"a\\x1b[31m\", which is not a module name"},  // quoted, never raw to a terminal
   };
   for (const auto& row : rows) {
     const PreloadList list = parse_preload_list(row.text);
