@@ -383,6 +383,7 @@ void Agent::start_attempt() {
   WorkerSpawner spawner;  // none: spawn_worker
   if (warm_) {
     spawner = [this](const WorkerSpec& spec, const Environ& env, const SpawnSettings& settings) {
+      last_warm_pid_ = 0;
       if (auto warm = warm_->take(spec, env, settings.window)) {
         last_warm_pid_ = warm->pid;
         return std::move(*warm);
@@ -403,7 +404,7 @@ void Agent::start_attempt() {
   const auto& topology = plan_.config.topology;
   std::optional<std::vector<WorkerSpec>> to_warm;
   if (warm_ && (state_.restart_count < plan_.config.max_restarts || topology.min_nodes != topology.max_nodes)) {
-    to_warm = specs;
+    to_warm = specs_to_warm();
   }
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}};
