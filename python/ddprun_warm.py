@@ -2,8 +2,9 @@
 
 ddprun starts a warm interpreter with the worker's own command line (`python -u train.py ARGS`), in the
 worker's own process set-up (process group or session, pty, cgroup, CPU binding, death with ddprun),
-with the environment every rank shares and two more variables: DDPRUN_WARM_FD, the descriptor of a
-socket to ddprun, and DDPRUN_PRELOAD, the modules. ddprun's sitecustomize calls become_worker() while
+with the environment every rank shares and three more variables: DDPRUN_WARM_FD, the descriptor of
+a socket to ddprun, DDPRUN_PRELOAD, the modules, and DDPRUN_WARM_PROTOCOL, the version of what
+follows that this ddprun speaks (an upgrade while a job runs gives its interpreters a newer file). ddprun's sitecustomize calls become_worker() while
 Python starts (site.py imports sitecustomize before the script runs). On that socket:
 
     interpreter -> ddprun   "hello\\n"                 at once: this interpreter is ours and waits
@@ -24,6 +25,7 @@ import os
 import sys
 
 _READ_CHUNK = 1 << 16
+PROTOCOL = "1"  # launcher/workers/warm_plan.hpp's kWarmProtocol
 
 # True while the modules are imported: ddprun_progress, imported then, waits for the worker's
 # DDPRUN_PROGRESS_FILE instead of reading an environment that has none.
@@ -49,21 +51,25 @@ def _read_exactly(fd, count):
 
 def _read_go(fd):
     """(executable, argv, env as a bytes dict, null_stdin) from the go message; None when ddprun
-    closed the socket."""
+    closed the socket; ValueError when the message is not one."""
     header = b""
     while not header.endswith(b"\n"):
         byte = os.read(fd, 1)
-        if not byte or len(header) > 64:
+        if not byte:
             return None
         header += byte
+        if len(header) > 64:
+            raise ValueError(f"a header of more than 64 bytes: {header[:64]!r}")
     words = header.split()
     if len(words) != 3 or words[0] != b"go" or not words[1].isdigit() or words[2] not in (b"keep", b"null"):
-        return None
+        raise ValueError(f"the header {header!r}")
     size = words[1]
     payload = _read_exactly(fd, int(size))
     if payload is None:
         return None
     fields = payload.split(b"\0")[:-1]
+    if len(fields) < 2 or not fields[1].isdigit() or len(fields) < 2 + int(fields[1]):
+        raise ValueError("a payload without its executable and arguments")
     argc = int(fields[1])
     argv = fields[2:2 + argc]
     env = {}
@@ -166,18 +172,33 @@ def _take_environment(env):
     os.environb.update(env)
 
 
+def _stop(why):
+    """This interpreter cannot become its worker: a failure of that worker, said on its stderr."""
+    print(f"ddprun: warm interpreter: {why}", file=sys.stderr, flush=True)
+    os._exit(1)
+
+
 def become_worker():
     fd = int(os.environ.pop("DDPRUN_WARM_FD"))
     modules = [name for name in os.environ.pop("DDPRUN_PRELOAD", "").split(",") if name]
+    protocol = os.environ.pop("DDPRUN_WARM_PROTOCOL", "")
+    if protocol != PROTOCOL:
+        why = (f"{__file__} speaks protocol {PROTOCOL}, the ddprun that started it {protocol or 'none'} "
+               "(was ddprun changed while the job ran?)")
+        _send(fd, f"failed {why}\n")
+        _stop(why)
     _send(fd, "hello\n")
     problem = _preload(modules)
     if problem is None and _cuda_initialised():
         problem = "cuda", ",".join(modules)
     _send(fd, "ready\n" if problem is None else f"{problem[0]} {problem[1]}\n")
-    go = _read_go(fd)
+    try:
+        go = _read_go(fd)
+    except ValueError as error:
+        _stop(f"ddprun's go message cannot be read: {error}")
     os.close(fd)
-    if go is None:  # ddprun is gone or gave this interpreter up: nothing to become
-        os._exit(0)
+    if go is None:  # ddprun is gone or gave this interpreter up (and kills it): nothing to become
+        os._exit(1)
     executable, argv, env, null_stdin = go
     if null_stdin:  # as a worker that does not read ddprun's stdin is started: on /dev/null
         devnull = os.open(os.devnull, os.O_RDONLY)

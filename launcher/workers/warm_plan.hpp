@@ -18,6 +18,10 @@ namespace ddprun::launcher {
 /// libgomp loads (with `import torch`); PYTHONUNBUFFERED when Python starts. Everything else a
 /// worker gets (RANK, MASTER_PORT, CUDA_VISIBLE_DEVICES, TORCHELASTIC_*, DDPRUN_*) differs between
 /// ranks or attempts and comes with "go".
+/// DDPRUN_WARM_PROTOCOL: the version of the messages below, which python/ddprun_warm.py checks (its
+/// PROTOCOL): an upgrade of ddprun while a job runs gives the job's next interpreters the new file.
+inline constexpr const char* kWarmProtocol = "1";
+
 inline constexpr std::string_view kReadBeforeGo[] = {"PYTHONPATH", "OMP_NUM_THREADS", "PYTHONUNBUFFERED"};
 
 /// The environment a warm interpreter for a worker whose environment is `worker_env` starts with:

@@ -108,6 +108,7 @@ void WarmPool::spawn(const WorkerSpec& worker) {
   Environ env = start.env;
   env["DDPRUN_WARM_FD"] = "3";
   env["DDPRUN_PRELOAD"] = joined(settings_.modules);
+  env["DDPRUN_WARM_PROTOCOL"] = kWarmProtocol;
   std::array<int, 2> ends{};
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends.data()) != 0) {
     return give_up(std::string("warning: --preload: cannot make a socket for a warm interpreter (") +

@@ -721,6 +721,41 @@ TEST_P(PreloadFails, OneLineThenTheJobRunsColdAndRestartsCold) {
   EXPECT_TRUE(std::regex_match(lines[0], expected)) << lines[0];
 }
 
+// An upgrade of ddprun while a job runs gives the job's next interpreters a ddprun_warm.py that may
+// speak other messages: it says so and fails its worker, never running the script with the shared
+// environment; the restart is cold. A copy of ddprun beside a ddprun_warm.py of protocol 99.
+TEST(PreloadFails, AnInterpreterOfAnotherProtocolFailsItsWorkerAndTheRestartIsCold) {
+  if (!has_system_python()) GTEST_SKIP() << kSystemPython << " is missing";
+  TempDir copy;
+  fs::create_directories(copy.path() / "bin");
+  fs::copy_file(ddprun_binary(), copy.path() / "bin" / "ddprun");
+  const fs::path built_python = fs::path(ddprun_binary()).parent_path().parent_path() / "share" / "ddprun" / "python";
+  const fs::path python = copy.path() / "share" / "ddprun" / "python";
+  fs::create_directories(python);
+  for (const char* module : {"sitecustomize.py", "ddprun_progress.py", "ddprun_warm.py"}) {
+    fs::copy_file(built_python / module, python / module);
+  }
+  std::string warm = read_file(python / "ddprun_warm.py");
+  const std::string line = "PROTOCOL = \"1\"";
+  ASSERT_NE(warm.find(line), std::string::npos) << "ddprun_warm.py's protocol line moved";
+  warm.replace(warm.find(line), line.size(), "PROTOCOL = \"99\"");
+  write_file(python / "ddprun_warm.py", warm);
+  TempDir dir;
+  write_file(dir.path() / "which.py", "import os, sys\n"
+                                      "print('attempt', os.environ['TORCHELASTIC_RESTART_COUNT'], 'warm' if 'ddprun_warm' in sys.modules else 'cold')\n");
+  Launch job(Launch::Command{{(copy.path() / "bin" / "ddprun").string(), "--standalone", "--nproc-per-node", "2",
+                              "--max-restarts", "1", "--preload", "json", (dir.path() / "which.py").string()}},
+             python_env());
+  Outcome outcome = job.wait();
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_EQ(outcome.out.find("attempt 0"), std::string::npos) << "a script ran in an interpreter of another protocol:\n" << outcome.out;
+  EXPECT_EQ(lines_with(outcome.out, "attempt 1 cold").size(), 2u) << outcome.out;
+  const auto warnings = lines_with(outcome.err, "--preload failed");
+  ASSERT_EQ(warnings.size(), 1u) << outcome.err;
+  EXPECT_NE(warnings[0].find("ddprun_warm.py speaks protocol 99, the ddprun that started it 1"), std::string::npos) << warnings[0];
+  EXPECT_FALSE(lines_with(outcome.err, "ddprun: warm interpreter: ").empty()) << outcome.err;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Preload, PreloadFails,
     ::testing::Values(
