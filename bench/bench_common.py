@@ -1,6 +1,7 @@
 """What every benchmark harness shares: the machine header, its error type, and its main loop."""
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -55,3 +56,15 @@ def run_harness(benchmarks, a, tools_for, tmp_prefix=None):
                 print(f"{name}  FAILED: {e}", flush=True)
                 failed += 1
     return 1 if failed else 0
+
+
+def kill_all(procs):
+    """SIGKILLs each still-running process's group (each started in a session of its own), then reaps them all."""
+    for proc in procs:
+        if proc.poll() is None:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    for proc in procs:
+        proc.wait()

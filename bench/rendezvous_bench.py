@@ -53,7 +53,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_common import BenchError, run_harness
+from bench_common import BenchError, kill_all, run_harness
 
 REPO = Path(__file__).resolve().parent.parent
 STARTUP_GOAL_NODES, STARTUP_GOAL_RATIO = 8, 20.0
@@ -136,17 +136,6 @@ def mem_available_mib():
         if line.startswith("MemAvailable:"):
             return int(line.split()[1]) / 1024
     return float("inf")
-
-
-def kill_all(procs):
-    for proc in procs:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    for proc in procs:
-        proc.wait()
 
 
 def tail(f, limit=1500):

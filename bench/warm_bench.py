@@ -31,6 +31,7 @@ a median with min/max/n below it. ratio = the other variant's median / warm's me
 moments (the failure seen, the restart, the workers started) come from its --events file.
 """
 import argparse
+import inspect
 import json
 import os
 import shlex
@@ -43,7 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_common import BenchError, run_harness
+from bench_common import BenchError, kill_all, run_harness
 
 REPO = Path(__file__).resolve().parent.parent
 WORKER = REPO / "bench" / "warm_restart_worker.py"
@@ -81,17 +82,6 @@ def tail(path, limit=2000):
         return Path(path).read_text(errors="replace")[-limit:]
     except OSError:
         return ""
-
-
-def kill_all(procs):
-    for proc in procs:
-        if proc.poll() is None:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-    for proc in procs:
-        proc.wait()
 
 
 def run_agents(cmds, env, folder, timeout_s):
@@ -337,17 +327,22 @@ def bench_first_start(a, tmp, static):
 
 # ---------------------------------------------------------------------------- warm_memory
 
-MEM_COMMON = """\
-import gc, json, os, sys, time
-def ntask():
-    return len(os.listdir("/proc/self/task"))
-def mem(pid="self"):
+def smaps(pid):
     m = {}
     for line in open(f"/proc/{pid}/smaps_rollup"):
         parts = line.split()
         if len(parts) == 3 and parts[2] == "kB":
             m[parts[0].rstrip(":")] = int(parts[1])
     return {"rss": m["Rss"], "pss": m["Pss"], "uss": m["Private_Clean"] + m["Private_Dirty"]}
+
+
+# What every measuring subprocess shares: smaps() above, by its source.
+MEM_COMMON = inspect.getsource(smaps) + """\
+import gc, json, os, sys, time
+def ntask():
+    return len(os.listdir("/proc/self/task"))
+def mem(pid="self"):
+    return smaps(pid)
 def workload(seed):
     import torch
     torch.manual_seed(seed)
@@ -425,15 +420,6 @@ x = torch.randn(512, 512); (x @ x).sum()
 print(json.dumps({"before": before, "after_import": after, "after_matmul": ntask(),
                   "num_threads": torch.get_num_threads()}), flush=True)
 """
-
-
-def smaps(pid):
-    m = {}
-    for line in open(f"/proc/{pid}/smaps_rollup"):
-        parts = line.split()
-        if len(parts) == 3 and parts[2] == "kB":
-            m[parts[0].rstrip(":")] = int(parts[1])
-    return {"rss": m["Rss"], "pss": m["Pss"], "uss": m["Private_Clean"] + m["Private_Dirty"]}
 
 
 def mib(kb):

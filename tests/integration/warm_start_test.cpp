@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "harness.hpp"
+#include "pty_launch.hpp"
 
 namespace ddprun::testing {
 namespace {
@@ -178,112 +179,6 @@ std::vector<std::string> lines_with(const std::string& text, const std::string& 
   return found;
 }
 
-/// ddprun on a pseudo-terminal of its own (stdin, stdout and stderr), 120x40, as a user runs it.
-class TerminalLaunch {
- public:
-  TerminalLaunch(const std::vector<std::string>& argv, const std::map<std::string, std::string>& env) {
-    termios mode = users_mode();
-    winsize size{};
-    size.ws_row = 40;
-    size.ws_col = 120;
-    pid_ = ::forkpty(&master_, nullptr, &mode, &size);
-    if (pid_ < 0) throw std::runtime_error("forkpty failed");
-    if (pid_ == 0) {
-      ::setenv("TMPDIR", tmp_.str().c_str(), 1);
-      ::setenv("TERM", "xterm", 1);
-      ::setenv("NO_COLOR", "1", 1);
-      for (const auto& [name, value] : env) ::setenv(name.c_str(), value.c_str(), 1);
-      std::vector<std::string> copy = argv;
-      std::vector<char*> raw;
-      for (auto& arg : copy) raw.push_back(arg.data());
-      raw.push_back(nullptr);
-      ::execvp(raw[0], raw.data());
-      ::_exit(127);
-    }
-  }
-  ~TerminalLaunch() {
-    if (!exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    ::close(master_);
-  }
-  TerminalLaunch(const TerminalLaunch&) = delete;
-  TerminalLaunch& operator=(const TerminalLaunch&) = delete;
-
-  /// A new pty's mode, but for "\n" -> "\r\n" on output: the test reads the bytes as written.
-  static termios users_mode() {
-    int master = -1, slave = -1;
-    termios mode{};
-    if (::openpty(&master, &slave, nullptr, nullptr, nullptr) != 0) throw std::runtime_error("openpty failed");
-    ::tcgetattr(slave, &mode);
-    ::close(slave);
-    ::close(master);
-    mode.c_oflag &= ~static_cast<tcflag_t>(OPOST);
-    return mode;
-  }
-
-  bool wait_for(const std::string& text, std::chrono::milliseconds timeout = 30s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!contains(output_, text)) {
-      if (std::chrono::steady_clock::now() > deadline || !read_some(100)) return false;
-    }
-    return true;
-  }
-  void type(const std::string& keys) { ASSERT_EQ(::write(master_, keys.data(), keys.size()), static_cast<ssize_t>(keys.size())); }
-  void resize(unsigned short rows, unsigned short columns) {
-    winsize size{};
-    size.ws_row = rows;
-    size.ws_col = columns;
-    ::ioctl(master_, TIOCSWINSZ, &size);
-  }
-  /// Reads until ddprun has exited and its terminal is closed; its exit status (128+N by signal N).
-  int wait_exit(std::chrono::milliseconds timeout = 60s) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline && read_some(100)) {
-    }
-    if (!exited_) {
-      if (std::chrono::steady_clock::now() >= deadline) {
-        ADD_FAILURE() << "ddprun did not end on its terminal";
-        ::kill(pid_, SIGKILL);
-      }
-      ::waitpid(pid_, &status_, 0);
-      exited_ = true;
-    }
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
-  }
-  /// What ddprun wrote.
-  const std::string& output() const { return output_; }
-
- private:
-  /// Reads what is there within `ms`; false once the terminal is closed (every writer gone).
-  bool read_some(int ms) {
-    pollfd fd{master_, POLLIN, 0};
-    if (::poll(&fd, 1, ms) <= 0) {
-      if (!exited_) {
-        int status = 0;
-        if (::waitpid(pid_, &status, WNOHANG) == pid_) {
-          exited_ = true;
-          status_ = status;
-        }
-      }
-      return true;
-    }
-    char buffer[4096];
-    ssize_t n = ::read(master_, buffer, sizeof buffer);
-    if (n <= 0) return false;  // EIO: the slave side is closed
-    output_.append(buffer, static_cast<std::size_t>(n));
-    return true;
-  }
-
-  TempDir tmp_;
-  pid_t pid_ = -1;
-  int master_ = -1;
-  bool exited_ = false;
-  int status_ = 0;
-  std::string output_;
-};
-
 // ---------------------------------------------------------------------------------------------
 // 1. A warm worker is the cold one.
 
@@ -338,7 +233,7 @@ ProbeRun run_probe(const EquivalenceCase& c, bool warm, const fs::path& work) {
   const auto env = python_env({{"TMPDIR", (work / "tmp").string()}});
   ProbeRun run;
   if (c.terminal) {
-    TerminalLaunch launch(joined({"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", work.string()}, job), env);
+    PtyLaunch launch(joined({"/bin/sh", "-c", "cd \"$0\" && exec \"$@\"", work.string()}, job), PtyLaunch::as_given, env);
     run.exit_status = launch.wait_exit();
     run.out = launch.output();
   } else {
@@ -658,9 +553,9 @@ TEST(WarmRestart, UnderATerminalTheNewRankZeroHasTheTerminalsSizeAndItsKeys) {
   const fs::path out = dir.path() / "out";
   fs::create_directories(out);
   const std::string tag = unique_tag();
-  TerminalLaunch launch({ddprun_binary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--preload",
-                         "json", "--pty", "on", "--status", "off", (kData / "terminal_restart.py").string(), out.string()},
-                        python_env({{"WARM_TEST_TAG", tag}}));
+  PtyLaunch launch({ddprun_binary(), "--standalone", "--nproc-per-node", "2", "--max-restarts", "1", "--preload",
+                    "json", "--pty", "on", "--status", "off", (kData / "terminal_restart.py").string(), out.string()},
+                   PtyLaunch::as_given, python_env({{"WARM_TEST_TAG", tag}}));
   json first0 = wait_json(out / "attempt0_rank0.json");
   json first1 = wait_json(out / "attempt0_rank1.json");
   EXPECT_EQ(first0["size"], json::parse("[[120, 40], [120, 40]]")) << first0;
