@@ -4,8 +4,9 @@ ddprun starts a warm interpreter with the worker's own command line (`python -u 
 worker's own process set-up (process group or session, pty, cgroup, CPU binding, death with ddprun),
 with the environment every rank shares and three more variables: DDPRUN_WARM_FD, the descriptor of
 a socket to ddprun, DDPRUN_PRELOAD, the modules, and DDPRUN_WARM_PROTOCOL, the version of what
-follows that this ddprun speaks (an upgrade while a job runs gives its interpreters a newer file). ddprun's sitecustomize calls become_worker() while
-Python starts (site.py imports sitecustomize before the script runs). On that socket:
+follows that this ddprun speaks (an upgrade while a job runs gives its interpreters a newer file).
+ddprun's sitecustomize calls become_worker() while Python starts (site.py imports sitecustomize
+before the script runs). On that socket:
 
     interpreter -> ddprun   "hello\\n"                 at once: this interpreter is ours and waits
                             "ready\\n"                 the modules are imported
@@ -19,7 +20,9 @@ Python starts (site.py imports sitecustomize before the script runs). On that so
 On "go" the socket is closed and the interpreter takes the worker's environment (os.environ and the C
 environment both), then returns: Python goes on to run the script (or -m module) exactly as a cold
 worker, sys.argv, sys.path[0] and __main__ made by Python itself. After a failed or refused preload it
-execs the cold command instead (same pid, process group, terminal, cgroup): a fresh interpreter.
+execs the cold command instead (same pid, process group, terminal, cgroup): a fresh interpreter. A
+go it cannot read, or a ddprun of another protocol, ends it with exit 1 and a line on its stderr:
+never does the script run with the shared environment.
 """
 import os
 import sys
