@@ -125,6 +125,12 @@ Task<std::int64_t> EtcdSession::job_lease(std::string run_id, milliseconds timeo
   }
 }
 
+void EtcdSession::forget_lease(std::int64_t id) {
+  if (id == 0) return;
+  if (node_lease_ == id) node_lease_ = 0;
+  std::erase_if(job_leases_, [id](const auto& entry) { return entry.second == id; });
+}
+
 void EtcdSession::start_renewals() {
   if (renewing_ || stopped_) return;
   renewing_ = true;

@@ -57,6 +57,11 @@ class EtcdSession : public std::enable_shared_from_this<EtcdSession> {
   /// The lease `key` is written with (0: none); grants the lease first when needed, within `timeout`.
   Task<std::int64_t> lease_for(std::string key, std::chrono::milliseconds timeout);
 
+  /// etcd refused a write with lease `id` as not found: it expired before a renewal saw it gone
+  /// (this agent stood still longer than its TTL, the renewal not yet run since it woke). The next
+  /// lease_for grants a new one, as the renewal would have.
+  void forget_lease(std::int64_t id);
+
   /// Ends the renewals (the leases expire on their own); pending grants end with "interrupted".
   void stop();
 

@@ -62,8 +62,54 @@ void EtcdStore::cancel() {
 
 std::string EtcdStore::address() const { return "etcd-v3 at " + session_->options().describe_endpoints(); }
 
+// A write whose lease expired while this agent stood still (frozen past its TTL, woken before its
+// renewal saw the lease gone) is refused whole ("requested lease not found": nothing applied, so a
+// retry cannot count twice); it is made again once, with a new lease. The keys of the old lease are
+// gone, which is what the other nodes acted on (they dropped this agent; it rejoins).
+namespace {
+bool lease_gone(const StoreError& error) {
+  return std::string_view(error.what()).find("requested lease not found") != std::string_view::npos;
+}
+}  // namespace
+
 Task<void> EtcdStore::set(std::string key, std::string value) {
-  const std::int64_t lease = co_await session_->lease_for(key, timeout_);
+  for (int attempt = 0;; ++attempt) {
+    const std::int64_t lease = co_await session_->lease_for(key, timeout_);
+    try {
+      co_await set_leased(key, value, lease);
+      co_return;
+    } catch (const StoreError& error) {
+      if (attempt > 0 || !lease_gone(error)) throw;
+      session_->forget_lease(lease);
+    }
+  }
+}
+
+Task<std::int64_t> EtcdStore::add(std::string key, std::int64_t delta) {
+  for (int attempt = 0;; ++attempt) {
+    const std::int64_t lease = co_await session_->lease_for(key, timeout_);
+    try {
+      co_return co_await add_leased(key, delta, lease);
+    } catch (const StoreError& error) {
+      if (attempt > 0 || !lease_gone(error)) throw;
+      session_->forget_lease(lease);
+    }
+  }
+}
+
+Task<std::string> EtcdStore::compare_set(std::string key, std::string expected, std::string desired) {
+  for (int attempt = 0;; ++attempt) {
+    const std::int64_t lease = co_await session_->lease_for(key, timeout_);
+    try {
+      co_return co_await compare_set_leased(key, expected, desired, lease);
+    } catch (const StoreError& error) {
+      if (attempt > 0 || !lease_gone(error)) throw;
+      session_->forget_lease(lease);
+    }
+  }
+}
+
+Task<void> EtcdStore::set_leased(std::string key, std::string value, std::int64_t lease) {
   co_await requests_.call("/v3/kv/put", etcd::put_body(session_->full_key(key), value, lease), timeout_);
 }
 
@@ -73,8 +119,7 @@ Task<std::string> EtcdStore::get(std::string key, milliseconds timeout) {
   co_return std::move(values.front());
 }
 
-Task<std::int64_t> EtcdStore::add(std::string key, std::int64_t delta) {
-  const std::int64_t lease = co_await session_->lease_for(key, timeout_);
+Task<std::int64_t> EtcdStore::add_leased(std::string key, std::int64_t delta, std::int64_t lease) {
   const std::string full = session_->full_key(key);
   const etcd::Operation read{etcd::Operation::Kind::range, full, {}, 0};
   const etcd::Operation count{etcd::Operation::Kind::put, full, std::string(kCountedByVersion), lease};
@@ -143,8 +188,8 @@ Task<std::int64_t> EtcdStore::add(std::string key, std::int64_t delta) {
   }
 }
 
-Task<std::string> EtcdStore::compare_set(std::string key, std::string expected, std::string desired) {
-  const std::int64_t lease = co_await session_->lease_for(key, timeout_);
+Task<std::string> EtcdStore::compare_set_leased(std::string key, std::string expected, std::string desired,
+                                                std::int64_t lease) {
   const std::string full = session_->full_key(key);
   etcd::Compare holds;
   holds.key = full;

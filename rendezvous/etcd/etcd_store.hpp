@@ -69,6 +69,10 @@ class EtcdStore final : public Store {
   Task<void> delete_prefix(std::string prefix);
 
  private:
+  /// set, add and compare_set with the lease their key is written with.
+  Task<void> set_leased(std::string key, std::string value, std::int64_t lease);
+  Task<std::int64_t> add_leased(std::string key, std::int64_t delta, std::int64_t lease);
+  Task<std::string> compare_set_leased(std::string key, std::string expected, std::string desired, std::int64_t lease);
   /// The values of `keys` now, and the revision they were read at.
   Task<std::pair<std::int64_t, std::vector<std::optional<std::string>>>> look(std::vector<std::string> keys,
                                                                               std::chrono::milliseconds timeout);

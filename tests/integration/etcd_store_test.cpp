@@ -124,6 +124,28 @@ TEST_P(EtcdOnlyTest, ADeadNodesHeartbeatVanishesWithItsLease) {
   EXPECT_TRUE(exists(looks.keys().current_round()));
 }
 
+// A node frozen past its lease's TTL can wake before its renewal has seen the lease gone: its next
+// write carries the expired lease, which etcd refuses whole ("requested lease not found"). The store
+// makes it again with a new lease, rather than end the agent as if etcd were lost (the lease is
+// revoked here behind the session's back, as an expiry during a freeze takes it).
+TEST_P(EtcdOnlyTest, AWriteWithALeaseGoneUnseenIsMadeAgainWithANewLease) {
+  RendezvousSettings settings = dynamic_job(1, 1);
+  auto node = connection();
+  RoundProtocol protocol(node->store(), settings);
+  node->run(protocol.beat("frozen", 1));
+  const std::int64_t old_lease = node->session()->node_lease();
+  ASSERT_NE(old_lease, 0);
+  boost::asio::io_context io;
+  EtcdConnection raw(io.get_executor(), std::make_shared<EtcdCluster>(etcd_options_));
+  ddprun::testing::run_to_completion(io, raw.call("/v3/lease/revoke", etcd::lease_id_body(old_lease), 5s));
+  EXPECT_NO_THROW(node->run(protocol.beat("frozen", 2)));
+  EXPECT_NE(node->session()->node_lease(), old_lease);
+  EXPECT_NE(node->session()->node_lease(), 0);
+  auto watcher = connection();
+  EXPECT_EQ(watcher->run(RoundProtocol(watcher->store(), settings).read_beats({"frozen"})),
+            (std::vector<std::int64_t>{2}));
+}
+
 TEST_P(EtcdOnlyTest, NoReachableMemberIsNamedWithHowLongItWasTried) {
   EtcdOptions options = etcd_options_;
   options.endpoints = {Endpoint{"127.0.0.1", ddprun::testing::free_port()}, Endpoint{"127.0.0.1", ddprun::testing::free_port()}};
