@@ -234,17 +234,23 @@ def restart_once(a, variant, tmp, index):
     return run
 
 
+def alternate(a, variants, once):
+    """a.runs rounds, each running every variant once (a.pause before each): {variant: [once(variant, index)]}."""
+    runs = {v: [] for v in variants}
+    for index in range(a.runs):
+        for variant in variants:
+            time.sleep(a.pause)
+            runs[variant].append(once(variant, index))
+    return runs
+
+
 def bench_restart(a, tmp):
     variants = variants_of(a)
     say(f"# warm_restart_4x: 4 ranks, rank 1 fails {a.fail_after:g} s after attempt 0's all_reduce; "
         f"failure -> last rank's first all_reduce of attempt 1; {a.runs} runs, variants alternating "
         f"({', '.join(LABEL[v] for v in variants)}); anchor --monitor_interval {a.monitor_interval:g}; "
         f"loadavg {loadavg()}")
-    runs = {v: [] for v in variants}
-    for index in range(a.runs):
-        for variant in variants:
-            time.sleep(a.pause)
-            runs[variant].append(restart_once(a, variant, tmp, index))
+    runs = alternate(a, variants, lambda variant, index: restart_once(a, variant, tmp, index))
     report("warm_restart_4x", runs, [("anchor", 10), ("cold", 3)], f"loadavg {loadavg()}")
     keys = [("seen", "exit seen"), ("restart", "restart"), ("started", "workers started"),
             ("script", "script's 1st line"), ("import", "torch imported"), ("init", "process group"),
@@ -309,11 +315,7 @@ def bench_first_start(a, tmp, static):
     say(f"# {name}: 2 agents x 2 ranks on 127.0.0.1, {shape}; both agents started at once -> last rank's "
         f"first all_reduce; {a.runs} runs, variants alternating ({', '.join(LABEL[v] for v in variants)}); "
         f"loadavg {loadavg()}")
-    runs = {v: [] for v in variants}
-    for index in range(a.runs):
-        for variant in variants:
-            time.sleep(a.pause)
-            runs[variant].append(first_start_once(a, variant, static, tmp, index))
+    runs = alternate(a, variants, lambda variant, index: first_start_once(a, variant, static, tmp, index))
     report(name, runs, [("anchor", None), ("cold", None)], f"loadavg {loadavg()}")
     keys = [("started", "workers started"), ("script", "script's 1st line"), ("import", "torch imported"),
             ("init", "process group"), ("t", "all_reduce")]
