@@ -3,7 +3,8 @@
 /// nvml.h (API version 13, the same in 12.x for everything here), written out so that ddprun builds
 /// without the CUDA toolkit. Sizes are those of nvml.h compiled for x86-64 and aarch64 Linux (LP64);
 /// the asserts keep a typo from becoming a driver writing past a buffer.
-/// Source of every value: /work/notes/nvml-facts.md (sections 1.2-1.4 and 2.1).
+/// Source of every value: nvml.h of NVML API 13 (CUDA 13), as NVIDIA/go-nvml vendors it; the layouts
+/// are unchanged since CUDA 12.0.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -11,7 +11,7 @@ using nvml::Device;
 using nvml::EventSet;
 using Ull = unsigned long long;
 
-/// Every function NvmlLibrary calls, with nvml.h's prototypes (nvml-facts.md 1.2). nvmlReturn_t and
+/// Every function NvmlLibrary calls, with nvml.h's prototypes (API 13). nvmlReturn_t and
 /// the enums are 4-byte ints; the handles are one-pointer structs passed by value.
 struct NvmlLibrary::Symbols {
   int (*init)() = nullptr;

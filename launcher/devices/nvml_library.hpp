@@ -4,10 +4,11 @@
 /// in a child process (device_probe.hpp); this is for the GPU state that is read again and again
 /// (gpu_reader.hpp), where a process per sample would cost too much.
 ///
-/// Every method blocks for as long as the driver takes, and a hung driver can take forever
-/// (nvml-facts.md section 4: D state, 45 s GSP timeouts): call them on a thread of their own, never
-/// on the agent's event loop. NVML itself is thread-safe, but one NvmlLibrary is meant to be used
-/// by one thread at a time (its event set and registrations are not guarded).
+/// Every method blocks for as long as the driver takes, and a hung driver can take forever (a
+/// thread in D state; 45 s per call on GSP timeouts: go-nvml #152, open-gpu-kernel-modules #446):
+/// call them on a thread of their own, never on the agent's event loop. NVML itself is
+/// thread-safe, but one NvmlLibrary is meant for one thread at a time (its event set and
+/// registrations are not guarded).
 #include <memory>
 #include <optional>
 #include <set>
