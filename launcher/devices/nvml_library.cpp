@@ -50,6 +50,22 @@ void resolve(void* library, const char* name, F& target) {
   target = reinterpret_cast<F>(::dlsym(library, name));
 }
 
+/// Names the call on the marker (when there is one) for as long as it runs.
+class CallMark {
+ public:
+  CallMark(NvmlCallMarker* marker, const char* call) : marker_(marker) {
+    if (marker_ != nullptr) marker_->enter(call);
+  }
+  ~CallMark() {
+    if (marker_ != nullptr) marker_->leave();
+  }
+  CallMark(const CallMark&) = delete;
+  CallMark& operator=(const CallMark&) = delete;
+
+ private:
+  NvmlCallMarker* marker_;
+};
+
 /// A NUL-terminated string from a fixed buffer the library may have filled to the last byte.
 std::string from_buffer(const char* buffer, std::size_t size) { return std::string(buffer, ::strnlen(buffer, size)); }
 
@@ -128,6 +144,7 @@ NvmlStatus NvmlLibrary::missing(const char* symbol) {
 }
 
 NvmlStatus NvmlLibrary::init() {
+  const CallMark mark(marker_, "nvmlInit_v2");
   NvmlStatus result = describe(fn_->init());
   if (result.ok()) initialized_ = true;
   return result;
@@ -135,6 +152,7 @@ NvmlStatus NvmlLibrary::init() {
 
 NvmlStatus NvmlLibrary::shutdown() {
   if (!initialized_) return {};
+  const CallMark mark(marker_, "nvmlShutdown");
   if (events_ && fn_->event_set_free != nullptr) fn_->event_set_free(*events_);
   events_.reset();
   watched_.clear();
@@ -152,18 +170,21 @@ std::size_t NvmlLibrary::process_info_size() const { return fn_->process_info_si
 
 NvmlResult<unsigned int> NvmlLibrary::device_count() {
   unsigned int count = 0;
+  const CallMark mark(marker_, "nvmlDeviceGetCount_v2");
   int rc = fn_->get_count(&count);
   return answer(rc, count);
 }
 
 NvmlResult<Device> NvmlLibrary::device(unsigned int index) {
   Device device{};
+  const CallMark mark(marker_, "nvmlDeviceGetHandleByIndex_v2");
   int rc = fn_->get_handle(index, &device);
   return answer(rc, device);
 }
 
 NvmlResult<std::string> NvmlLibrary::uuid(Device device) {
   char buffer[nvml::kUuidBufferSize] = {};
+  const CallMark mark(marker_, "nvmlDeviceGetUUID");
   if (int rc = fn_->get_uuid(device, buffer, sizeof buffer); rc != nvml::code::kSuccess) return {std::nullopt, describe(rc)};
   return {from_buffer(buffer, sizeof buffer), {}};
 }
@@ -171,12 +192,14 @@ NvmlResult<std::string> NvmlLibrary::uuid(Device device) {
 NvmlResult<std::string> NvmlLibrary::name(Device device) {
   if (fn_->get_name == nullptr) return {std::nullopt, missing("nvmlDeviceGetName")};
   char buffer[nvml::kNameBufferSize] = {};
+  const CallMark mark(marker_, "nvmlDeviceGetName");
   if (int rc = fn_->get_name(device, buffer, sizeof buffer); rc != nvml::code::kSuccess) return {std::nullopt, describe(rc)};
   return {from_buffer(buffer, sizeof buffer), {}};
 }
 
 NvmlResult<nvml::PciInfo> NvmlLibrary::pci_info(Device device) {
   nvml::PciInfo out{};
+  const CallMark mark(marker_, "nvmlDeviceGetPciInfo_v3");
   int rc = fn_->get_pci_info(device, &out);
   return answer(rc, out);
 }
@@ -184,6 +207,7 @@ NvmlResult<nvml::PciInfo> NvmlLibrary::pci_info(Device device) {
 NvmlResult<nvml::Utilization> NvmlLibrary::utilization(Device device) {
   if (fn_->get_utilization == nullptr) return {std::nullopt, missing("nvmlDeviceGetUtilizationRates")};
   nvml::Utilization out{};
+  const CallMark mark(marker_, "nvmlDeviceGetUtilizationRates");
   int rc = fn_->get_utilization(device, &out);
   return answer(rc, out);
 }
@@ -191,6 +215,7 @@ NvmlResult<nvml::Utilization> NvmlLibrary::utilization(Device device) {
 NvmlResult<nvml::Memory> NvmlLibrary::memory(Device device) {
   if (fn_->get_memory == nullptr) return {std::nullopt, missing("nvmlDeviceGetMemoryInfo")};
   nvml::Memory out{};
+  const CallMark mark(marker_, "nvmlDeviceGetMemoryInfo");
   int rc = fn_->get_memory(device, &out);
   return answer(rc, out);
 }
@@ -199,6 +224,7 @@ NvmlResult<std::vector<nvml::ProcessInfo>> NvmlLibrary::compute_processes(Device
   if (fn_->get_processes == nullptr) return {std::nullopt, missing("nvmlDeviceGetComputeRunningProcesses_v3")};
   const std::size_t stride = fn_->process_info_size;
   unsigned int count = 0;
+  const CallMark mark(marker_, "nvmlDeviceGetComputeRunningProcesses_v3");
   int rc = fn_->get_processes(device, &count, nullptr);  // "call this function with *infoCount = 0"
   std::vector<unsigned char> buffer;
   for (unsigned int calls = 1; rc == nvml::code::kInsufficientSize && calls < kMaxProcessCalls; ++calls) {
@@ -227,6 +253,7 @@ NvmlResult<std::vector<nvml::ProcessInfo>> NvmlLibrary::compute_processes(Device
 NvmlResult<unsigned int> NvmlLibrary::temperature_c(Device device) {
   if (fn_->get_temperature == nullptr) return {std::nullopt, missing("nvmlDeviceGetTemperature")};
   unsigned int celsius = 0;
+  const CallMark mark(marker_, "nvmlDeviceGetTemperature");
   int rc = fn_->get_temperature(device, nvml::kTemperatureGpu, &celsius);
   return answer(rc, celsius);
 }
@@ -234,6 +261,7 @@ NvmlResult<unsigned int> NvmlLibrary::temperature_c(Device device) {
 NvmlResult<unsigned int> NvmlLibrary::power_milliwatts(Device device) {
   if (fn_->get_power == nullptr) return {std::nullopt, missing("nvmlDeviceGetPowerUsage")};
   unsigned int milliwatts = 0;
+  const CallMark mark(marker_, "nvmlDeviceGetPowerUsage");
   int rc = fn_->get_power(device, &milliwatts);
   return answer(rc, milliwatts);
 }
@@ -241,6 +269,7 @@ NvmlResult<unsigned int> NvmlLibrary::power_milliwatts(Device device) {
 NvmlResult<std::uint64_t> NvmlLibrary::clock_event_reasons(Device device) {
   if (fn_->get_clock_reasons == nullptr) return {std::nullopt, missing("nvmlDeviceGetCurrentClocksEventReasons")};
   Ull reasons = 0;
+  const CallMark mark(marker_, "nvmlDeviceGetCurrentClocksEventReasons");
   if (int rc = fn_->get_clock_reasons(device, &reasons); rc != nvml::code::kSuccess) return {std::nullopt, describe(rc)};
   return {static_cast<std::uint64_t>(reasons), {}};
 }
@@ -248,6 +277,7 @@ NvmlResult<std::uint64_t> NvmlLibrary::clock_event_reasons(Device device) {
 NvmlResult<std::uint64_t> NvmlLibrary::uncorrected_ecc_errors(Device device) {
   if (fn_->get_ecc == nullptr) return {std::nullopt, missing("nvmlDeviceGetTotalEccErrors")};
   Ull errors = 0;
+  const CallMark mark(marker_, "nvmlDeviceGetTotalEccErrors");
   int rc = fn_->get_ecc(device, nvml::kMemoryErrorUncorrected, nvml::kVolatileEcc, &errors);
   if (rc != nvml::code::kSuccess) return {std::nullopt, describe(rc)};
   return {static_cast<std::uint64_t>(errors), {}};
@@ -256,6 +286,7 @@ NvmlResult<std::uint64_t> NvmlLibrary::uncorrected_ecc_errors(Device device) {
 NvmlResult<bool> NvmlLibrary::retired_pages_pending(Device device) {
   if (fn_->get_retired_pending == nullptr) return {std::nullopt, missing("nvmlDeviceGetRetiredPagesPendingStatus")};
   int pending = 0;  // nvmlEnableState_t
+  const CallMark mark(marker_, "nvmlDeviceGetRetiredPagesPendingStatus");
   if (int rc = fn_->get_retired_pending(device, &pending); rc != nvml::code::kSuccess) return {std::nullopt, describe(rc)};
   return {pending != 0, {}};
 }
@@ -263,6 +294,7 @@ NvmlResult<bool> NvmlLibrary::retired_pages_pending(Device device) {
 NvmlResult<NvmlRemappedRows> NvmlLibrary::remapped_rows(Device device) {
   if (fn_->get_remapped_rows == nullptr) return {std::nullopt, missing("nvmlDeviceGetRemappedRows")};
   unsigned int corrected = 0, uncorrected = 0, pending = 0, failed = 0;
+  const CallMark mark(marker_, "nvmlDeviceGetRemappedRows");
   int rc = fn_->get_remapped_rows(device, &corrected, &uncorrected, &pending, &failed);
   if (rc != nvml::code::kSuccess) return {std::nullopt, describe(rc)};
   return {NvmlRemappedRows{corrected, uncorrected, pending != 0, failed != 0}, {}};
@@ -276,9 +308,11 @@ NvmlStatus NvmlLibrary::watch_xids(Device device) {
   if (watched_.contains(device.handle)) return {};
   if (!events_) {
     EventSet set{};
+    const CallMark mark(marker_, "nvmlEventSetCreate");
     if (int rc = fn_->event_set_create(&set); rc != nvml::code::kSuccess) return describe(rc);
     events_ = set;
   }
+  const CallMark mark(marker_, "nvmlDeviceRegisterEvents");
   int rc = fn_->register_events(device, nvml::kEventXidCriticalError, *events_);
   if (rc == nvml::code::kUnknown) {
     // "event set is in undefined state and should be freed": start over with a new one next time.
@@ -296,6 +330,7 @@ NvmlResult<std::vector<NvmlXid>> NvmlLibrary::take_xids() {
   if (!events_ || watched_.empty()) return {std::move(xids), {}};
   for (int i = 0; i < kMaxXidsPerTake; ++i) {
     nvml::EventData data{};
+    const CallMark mark(marker_, "nvmlEventSetWait_v2");
     int rc = fn_->event_set_wait(*events_, &data, 0);
     if (rc == nvml::code::kTimeout) break;  // nothing (more) pending
     if (rc != nvml::code::kSuccess) {

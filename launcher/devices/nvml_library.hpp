@@ -9,6 +9,9 @@
 /// call them on a thread of their own, never on the agent's event loop. NVML itself is
 /// thread-safe, but one NvmlLibrary is meant for one thread at a time (its event set and
 /// registrations are not guarded).
+#include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <set>
@@ -47,6 +50,19 @@ struct NvmlRemappedRows {
 struct NvmlXid {
   nvml::Device device;
   unsigned long long xid = 0;
+};
+
+/// The NVML call a thread is inside, for another thread to read (gpu_sampler.hpp names a stalled
+/// call with it): set before each call into the driver, cleared after it returns.
+struct NvmlCallMarker {
+  std::atomic<const char*> call{nullptr};  ///< the exported function's name (a literal); null between calls
+  std::atomic<std::int64_t> since_ns{0};   ///< steady_clock time at which that call began
+
+  void enter(const char* name) {
+    since_ns.store(std::chrono::steady_clock::now().time_since_epoch().count(), std::memory_order_relaxed);
+    call.store(name, std::memory_order_release);
+  }
+  void leave() { call.store(nullptr, std::memory_order_release); }
 };
 
 /// The file dlopen opens: DDPRUN_NVML_LIBRARY's value when set and not empty (a driver installed
@@ -114,6 +130,10 @@ class NvmlLibrary {
   /// exported, nvmlDeviceGetRunningProcessDetailList not).
   std::size_t process_info_size() const;
 
+  /// Every call into the driver from now on names itself on `marker` while it runs (nothing when
+  /// null). The marker must outlive every call.
+  void set_call_marker(NvmlCallMarker* marker) { marker_ = marker; }
+
   /// The status of `code`: "GPU_IS_LOST: " and nvmlErrorString's text; empty for success.
   NvmlStatus describe(int code) const;
 
@@ -131,6 +151,7 @@ class NvmlLibrary {
   bool initialized_ = false;
   std::optional<nvml::EventSet> events_;
   std::set<void*> watched_;  ///< device handles registered in events_
+  NvmlCallMarker* marker_ = nullptr;
 };
 
 }  // namespace ddprun::launcher
