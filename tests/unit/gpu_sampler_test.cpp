@@ -12,10 +12,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <future>
 #include <memory>
+#include <mutex>
+#include <stop_token>
 #include <string>
 #include <thread>
 
@@ -60,6 +63,17 @@ class Standin {
   ScratchFolder folder_;
   std::string control_;
 };
+
+/// Rewrites the control file without the stall after `delay`, unless stopped first (its destructor
+/// stops it): a stall ends even when the test returned early or a broken sampler holds the loop.
+std::jthread release_after(const Standin& standin, std::chrono::milliseconds delay) {
+  return std::jthread([&standin, delay](std::stop_token stop) {
+    std::mutex mutex;
+    std::condition_variable_any stopped;
+    std::unique_lock lock(mutex);
+    if (!stopped.wait_for(lock, stop, delay, [] { return false; })) standin.answer(kTwoGpus);
+  });
+}
 
 GpuSamplerSettings settings(std::chrono::milliseconds deadline = 2000ms) {
   GpuSamplerSettings s;
@@ -146,10 +160,7 @@ TEST(GpuSampler, AStuckCallIsAnsweredByTheDeadlineWithoutBlockingTheLoop) {
   Lateness lateness(io);
   standin.answer(std::string(kTwoGpus) + "sleep nvmlDeviceGetUtilizationRates forever\n");
   // The driver answers again 1.5 s from now, whatever the loop does (a blocked loop could not).
-  std::thread release([&standin] {
-    std::this_thread::sleep_for(1500ms);
-    standin.answer(kTwoGpus);
-  });
+  auto release = release_after(standin, 1500ms);
 
   auto stalled = sample_now(io, sampler, std::vector<unsigned int>{0, 1});
   ASSERT_TRUE(stalled);
@@ -173,7 +184,6 @@ TEST(GpuSampler, AStuckCallIsAnsweredByTheDeadlineWithoutBlockingTheLoop) {
 
   // The call returns: the sampler says so once, and samples again.
   ASSERT_TRUE(run_until(io, [&] { return !recoveries.empty(); }, 5000ms));
-  release.join();
   EXPECT_FALSE(sampler.stalled());
   ASSERT_EQ(recoveries.size(), 1u);
   EXPECT_EQ(recoveries[0].call, "nvmlDeviceGetUtilizationRates");
@@ -209,6 +219,7 @@ TEST(GpuSampler, DestroyingItWhileACallIsStuckReturnsAtOnce) {
   auto sampler = std::make_unique<GpuSampler>(io, settings(200ms));
   ASSERT_TRUE(sample_now(io, *sampler, std::vector<unsigned int>{0}));
   standin.answer(std::string(kTwoGpus) + "sleep nvmlDeviceGetUtilizationRates forever\n");
+  auto watchdog = release_after(standin, 5000ms);
   auto stalled = sample_now(io, *sampler, std::vector<unsigned int>{0});
   ASSERT_TRUE(stalled && stalled->stalled);
 
@@ -231,6 +242,7 @@ TEST(GpuSampler, DestroyingItWhileACallIsStuckReturnsAtOnce) {
 TEST(GpuSampler, DestroyingItWhileInitIsStuckReturnsAtOnce) {
   Standin standin(std::string(kTwoGpus) + "sleep nvmlInit_v2 forever\n");
   boost::asio::io_context io;
+  auto watchdog = release_after(standin, 5000ms);
   auto s = settings();
   s.first_deadline = 200ms;
   auto sampler = std::make_unique<GpuSampler>(io, s);
