@@ -164,7 +164,9 @@ GpuSampler::~GpuSampler() {
   // is detached and keeps what it holds (Shared, the NvmlLibrary, the library mapped): when its
   // call returns it sees `detached` and exits without another NVML call, nvmlShutdown included
   // (a call on a driver that just hung could hang again, and at exit nobody waits for it). The
-  // kernel releases the driver's files when the process exits.
+  // kernel releases the driver's files when the process exits. What no code here can shorten: a
+  // thread in D state holds up the end of the process itself (exit_group's SIGKILL takes effect
+  // when the thread leaves the driver), so the agent's parent may see it exit only then.
   shared_->detached = true;
   lock.unlock();
   thread_.detach();
@@ -177,7 +179,7 @@ void GpuSampler::sample(std::optional<std::vector<unsigned int>> nvml_indices, D
     result.unavailable = unavailable_;
     answer(request, std::move(result));
   } else if (stalled_) {
-    answer(request, stalled_result(request));
+    answer(request, stalled_result());
   } else if (busy_) {
     if (waiting_) {
       GpuSampleResult superseded;
@@ -214,15 +216,15 @@ void GpuSampler::on_deadline(std::uint64_t serial) {
   stall_.call = call != nullptr ? call : "";
   Request late = std::move(*running_);
   running_.reset();
-  answer(late, stalled_result(late));
+  answer(late, stalled_result());
   if (waiting_) {
     Request next = std::move(*waiting_);
     waiting_.reset();
-    answer(next, stalled_result(next));
+    answer(next, stalled_result());
   }
 }
 
-GpuSampleResult GpuSampler::stalled_result(const Request&) const {
+GpuSampleResult GpuSampler::stalled_result() const {
   GpuSampleResult result;
   result.stalled = true;
   const char* call = shared_->marker.call.load(std::memory_order_acquire);

@@ -73,7 +73,7 @@ class GpuSampler {
   using Done = std::function<void(GpuSampleResult)>;
   using Recovered = std::function<void(const GpuSamplerRecovery&)>;
 
-  /// Starts the thread, which loads and initialises NVML at once.
+  /// Starts the thread, which loads and initialises NVML at once. Destroy the sampler before `io`.
   GpuSampler(boost::asio::io_context& io, GpuSamplerSettings settings, Recovered on_recovered = {});
   ~GpuSampler();
   GpuSampler(const GpuSampler&) = delete;
@@ -99,7 +99,7 @@ class GpuSampler {
   void dispatch(Request request);
   void on_reply(Reply reply);
   void on_deadline(std::uint64_t serial);
-  GpuSampleResult stalled_result(const Request& request) const;
+  GpuSampleResult stalled_result() const;
   void answer(Request& request, GpuSampleResult result);
 
   boost::asio::io_context& io_;
