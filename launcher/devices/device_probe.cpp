@@ -9,6 +9,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -16,6 +17,7 @@
 
 #include "common/integer.hpp"
 #include "launcher/base/unique_fd.hpp"
+#include "launcher/gpu/nvml_library.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -61,11 +63,6 @@ std::optional<int> count_kfd_gpus(const fs::path& nodes) {
 // The libraries, asked in a child process. The child writes lines the parent parses:
 //   nvml ok UUID...      nvml error TEXT      cuda ok N      cuda error TEXT
 
-using NvmlInit = int (*)();
-using NvmlGetCount = int (*)(unsigned*);
-using NvmlGetHandle = int (*)(unsigned, void**);
-using NvmlGetUuid = int (*)(void*, char*, unsigned);
-using NvmlErrorString = const char* (*)(int);
 using CuInit = int (*)(unsigned);
 using CuGetCount = int (*)(int*);
 using CuErrorName = int (*)(int, const char**);
@@ -75,30 +72,27 @@ F symbol(void* library, const char* name) {
   return reinterpret_cast<F>(::dlsym(library, name));
 }
 
+/// The UUIDs of every GPU NVML counts, through the one NVML loader (gpu/nvml_library.hpp), so that
+/// DDPRUN_NVML_LIBRARY selects the library here as everywhere else.
 std::string ask_nvml() {
-  void* nvml = ::dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
-  if (nvml == nullptr) return "nvml error libnvidia-ml.so.1 not loadable\n";
-  auto init = symbol<NvmlInit>(nvml, "nvmlInit_v2");
-  auto get_count = symbol<NvmlGetCount>(nvml, "nvmlDeviceGetCount_v2");
-  auto get_handle = symbol<NvmlGetHandle>(nvml, "nvmlDeviceGetHandleByIndex_v2");
-  auto get_uuid = symbol<NvmlGetUuid>(nvml, "nvmlDeviceGetUUID");
-  auto error_string = symbol<NvmlErrorString>(nvml, "nvmlErrorString");
-  if (!init || !get_count || !get_handle || !get_uuid) return "nvml error libnvidia-ml.so.1 lacks nvmlInit_v2\n";
-  auto describe = [&](const char* call, int rc) {
-    std::string text = error_string ? error_string(rc) : "error " + std::to_string(rc);
-    return std::string("nvml error ") + call + " failed: " + text + "\n";
+  const char* setting = std::getenv("DDPRUN_NVML_LIBRARY");
+  const std::string path = nvml_library_path(setting ? std::optional<std::string>(setting) : std::nullopt);
+  auto loaded = NvmlLibrary::load(path);
+  if (!loaded.ok()) return "nvml error " + path + " not loadable\n";  // dlerror's text is for -v, not this line
+  NvmlLibrary& nvml = **loaded.value;
+  auto describe = [](const char* call, const NvmlStatus& status) {
+    return std::string("nvml error ") + call + " failed: " + status.text + "\n";
   };
-  if (int rc = init(); rc != 0) return describe("nvmlInit_v2", rc);
-  unsigned count = 0;
-  if (int rc = get_count(&count); rc != 0) return describe("nvmlDeviceGetCount_v2", rc);
+  if (NvmlStatus init = nvml.init(); !init.ok()) return describe("nvmlInit_v2", init);
+  auto count = nvml.device_count();
+  if (!count.ok()) return describe("nvmlDeviceGetCount_v2", count.status);
   std::string line = "nvml ok";
-  for (unsigned i = 0; i < count; ++i) {
-    void* device = nullptr;
-    char uuid[96] = {};  // NVML_DEVICE_UUID_V2_BUFFER_SIZE
+  for (unsigned i = 0; i < *count.value; ++i) {
     // A GPU NVML cannot open still exists for CUDA's numbering: keep its place.
-    if (get_handle(i, &device) != 0 || get_uuid(device, uuid, sizeof uuid) != 0) uuid[0] = '\0';
+    auto device = nvml.device(i);
+    auto uuid = device.ok() ? nvml.uuid(*device.value) : NvmlResult<std::string>{};
     line += " ";
-    line += uuid[0] != '\0' ? uuid : "?";
+    line += uuid.ok() && !uuid.value->empty() ? *uuid.value : "?";
   }
   return line + "\n";
 }

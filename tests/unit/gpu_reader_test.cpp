@@ -4,8 +4,8 @@
 // and the memory a set of pids holds as the release wait will ask it.
 #include <gtest/gtest.h>
 
-#include "launcher/devices/gpu_reader.hpp"
-#include "launcher/devices/gpu_state.hpp"
+#include "launcher/gpu/gpu_reader.hpp"
+#include "launcher/gpu/gpu_state.hpp"
 #include "nvml_standin_rig.hpp"
 
 namespace ddprun::launcher {

@@ -22,7 +22,7 @@
 #include <string>
 #include <thread>
 
-#include "launcher/devices/gpu_sampler.hpp"
+#include "launcher/gpu/gpu_sampler.hpp"
 #include "scratch_folder.hpp"
 
 #ifndef NVML_STANDIN_LIBRARY

@@ -4,8 +4,8 @@
 // And nvml_error_name, the words for NVML's codes.
 #include <gtest/gtest.h>
 
-#include "launcher/devices/gpu_state.hpp"
-#include "launcher/devices/nvml_abi.hpp"
+#include "launcher/gpu/gpu_state.hpp"
+#include "launcher/gpu/nvml_abi.hpp"
 
 namespace ddprun::launcher {
 namespace {

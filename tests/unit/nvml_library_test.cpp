@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "launcher/devices/nvml_library.hpp"
+#include "launcher/gpu/nvml_library.hpp"
 #include "nvml_standin_rig.hpp"
 
 namespace ddprun::launcher {

@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "launcher/devices/nvml_library.hpp"
+#include "launcher/gpu/nvml_library.hpp"
 #include "scratch_folder.hpp"
 
 #ifndef NVML_STANDIN_LIBRARY

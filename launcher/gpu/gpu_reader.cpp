@@ -1,4 +1,4 @@
-#include "launcher/devices/gpu_reader.hpp"
+#include "launcher/gpu/gpu_reader.hpp"
 
 #include <cstring>
 #include <numeric>

@@ -99,6 +99,19 @@ VisibleGpus visible_gpus(const std::optional<std::string>& cuda_visible_devices,
                          const std::optional<std::string>& cuda_device_order,
                          const std::vector<GpuIdentity>& nvml_devices);
 
+/// Which GPUs each worker of a node sees: its CUDA_VISIBLE_DEVICES by local rank (nothing: unset,
+/// every GPU) and the job's CUDA_DEVICE_ORDER, read as CUDA reads them (visible_gpus).
+struct GpuSight {
+  std::vector<std::optional<std::string>> cuda_visible_devices;
+  std::optional<std::string> cuda_device_order;
+};
+
+/// The NVML indices some worker of `sight` sees (each once, ascending). A worker whose list could
+/// not be mapped whole (VisibleGpus::stopped_at) may see a GPU NVML cannot name (no UUID: lost, or
+/// not to be opened): those are counted in sight too, so that a check never passes a GPU it
+/// cannot rule out.
+std::vector<unsigned int> gpus_in_sight(const GpuSight& sight, const std::vector<GpuIdentity>& nvml_devices);
+
 /// The GPU memory `pids` hold on `gpus`, for the wait before a restart.
 struct GpuMemoryHeld {
   std::uint64_t bytes = 0;  ///< the sum of what the driver reported for them (unknown amounts add 0)

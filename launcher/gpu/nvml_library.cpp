@@ -1,4 +1,4 @@
-#include "launcher/devices/nvml_library.hpp"
+#include "launcher/gpu/nvml_library.hpp"
 
 #include <dlfcn.h>
 

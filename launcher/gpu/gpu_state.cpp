@@ -1,4 +1,4 @@
-#include "launcher/devices/gpu_state.hpp"
+#include "launcher/gpu/gpu_state.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -7,7 +7,7 @@
 #include <string_view>
 
 #include "launcher/base/text.hpp"
-#include "launcher/devices/nvml_abi.hpp"
+#include "launcher/gpu/nvml_abi.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -119,6 +119,19 @@ VisibleGpus visible_gpus(const std::optional<std::string>& cuda_visible_devices,
     visible.nvml_indices.push_back(device->index);
   }
   return visible;
+}
+
+std::vector<unsigned int> gpus_in_sight(const GpuSight& sight, const std::vector<GpuIdentity>& nvml_devices) {
+  std::set<unsigned int> seen;
+  for (const auto& cvd : sight.cuda_visible_devices) {
+    const VisibleGpus visible = visible_gpus(cvd, sight.cuda_device_order, nvml_devices);
+    seen.insert(visible.nvml_indices.begin(), visible.nvml_indices.end());
+    if (!visible.stopped_at) continue;
+    for (const auto& device : nvml_devices) {
+      if (device.uuid.empty()) seen.insert(device.index);
+    }
+  }
+  return {seen.begin(), seen.end()};
 }
 
 GpuMemoryHeld memory_held_by(const std::vector<GpuState>& gpus, const std::vector<pid_t>& pids) {

@@ -4,8 +4,8 @@
 /// can block for good: run these on a thread of their own, never on the agent's event loop.
 #include <vector>
 
-#include "launcher/devices/gpu_state.hpp"
-#include "launcher/devices/nvml_library.hpp"
+#include "launcher/gpu/gpu_state.hpp"
+#include "launcher/gpu/nvml_library.hpp"
 
 namespace ddprun::launcher {
 

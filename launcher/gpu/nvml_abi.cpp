@@ -1,4 +1,4 @@
-#include "launcher/devices/nvml_abi.hpp"
+#include "launcher/gpu/nvml_abi.hpp"
 
 #include <array>
 #include <string_view>

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "launcher/devices/nvml_abi.hpp"
+#include "launcher/gpu/nvml_abi.hpp"
 
 namespace ddprun::launcher {
 

@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "launcher/devices/gpu_reader.hpp"
-#include "launcher/devices/gpu_state.hpp"
+#include "launcher/gpu/gpu_reader.hpp"
+#include "launcher/gpu/gpu_state.hpp"
 
 namespace ddprun::launcher {
 

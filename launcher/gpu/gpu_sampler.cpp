@@ -1,4 +1,4 @@
-#include "launcher/devices/gpu_sampler.hpp"
+#include "launcher/gpu/gpu_sampler.hpp"
 
 #include <boost/asio/post.hpp>
 #include <condition_variable>
@@ -6,7 +6,7 @@
 #include <mutex>
 #include <utility>
 
-#include "launcher/devices/nvml_library.hpp"
+#include "launcher/gpu/nvml_library.hpp"
 
 namespace ddprun::launcher {
 
