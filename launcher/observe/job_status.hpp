@@ -36,6 +36,28 @@ struct ProgressSample {
   double samples_per_second = 0;
 };
 
+/// One GPU a worker sees (its CUDA_VISIBLE_DEVICES, in its own order: gpus[0] is its cuda:0), as
+/// NVML reported it at the node's last GPU sample (gpu/gpu_state.hpp). A value NVML did not give
+/// (NOT_SUPPORTED on a GeForce board, NO_PERMISSION, a lost GPU) is nothing, never 0.
+struct RankGpu {
+  unsigned int index = 0;  ///< NVML's index (nvidia-smi's), not CUDA's
+  std::string uuid;        ///< "GPU-8932f937-..."; empty when NVML did not say
+  std::string bus_id;      ///< "00000000:3B:00.0"; empty when NVML did not say
+  std::optional<unsigned int> utilisation_percent;  ///< of time a kernel ran, the driver's last period
+  std::optional<std::uint64_t> memory_used_bytes;   ///< by every process on the GPU
+  std::optional<std::uint64_t> memory_total_bytes;
+  /// Held by this worker's processes (its process tree) on this GPU; nothing when the driver cannot
+  /// list the GPU's processes.
+  std::optional<std::uint64_t> own_memory_bytes;
+  std::optional<unsigned int> temperature_c;
+  std::optional<double> power_watts;
+  std::vector<std::string> throttle;  ///< the active clock throttle reasons a user can act on, by name
+  std::optional<std::uint64_t> uncorrectable_ecc_errors;  ///< volatile: since the driver loaded
+  std::uint64_t xid_count = 0;             ///< Xid critical errors seen since ddprun started watching
+  std::vector<unsigned long long> xids;    ///< the last of them (at most 8), oldest first
+  std::string problem;                     ///< why no worker should start on it (health); empty: none
+};
+
 struct RankStatus {
   int rank = 0;        ///< global rank
   int local_rank = 0;
@@ -48,6 +70,9 @@ struct RankStatus {
   double output_age_seconds = -1;  ///< since its last output line; -1: none yet
   std::optional<ProgressSample> progress;  ///< none: the worker never reported
   bool straggler = false;        ///< step rate persistently below the others' (straggler rule)
+  std::vector<RankGpu> gpus;     ///< the GPUs it sees; empty without NVML (or when it sees none)
+  /// Its GPUs' utilisation persistently far below the other ranks' while they work (straggler rule).
+  bool gpu_straggler = false;
 };
 
 /// --preload: an interpreter waiting to become a worker of the node's next start.
@@ -66,6 +91,9 @@ struct NodeStatus {
   double sampled_at = 0;    ///< unix time of the sample, seconds
   std::vector<RankStatus> ranks;  ///< this node's workers, by local rank
   std::vector<WarmInterpreter> warm;  ///< --preload's waiting interpreters, by local rank (not workers yet)
+  /// Why the ranks' GPU fields are missing or old: "NVML stalled: nvmlDeviceGetUtilizationRates has
+  /// not returned for 2.0 s". Empty when they are fresh, and on a node without NVML (no GPU fields).
+  std::string gpu_note;
 };
 
 struct JobStatus {

@@ -186,6 +186,7 @@ std::optional<TreeSample> ProcessTree::sample() {
   for (const Known& known : off_main_) visit(known.pid, known.starttime, true);
   drain();
   off_main_ = std::move(off_main);
+  sample.pids = std::move(seen);
   return sample;
 }
 

@@ -48,6 +48,7 @@ struct TreeSample {
   std::uint64_t cpu_ticks = 0;  ///< utime + stime + cutime + cstime of every live process of the tree
   std::uint64_t rss_bytes = 0;  ///< summed over the tree (pages shared between them counted in each)
   int processes = 0;
+  std::vector<pid_t> pids;  ///< the live processes of the tree, the root first (whose GPU memory is the worker's)
 };
 
 /// One worker's tree, sampled on demand. Not thread-safe; cheap to keep per worker (two open files).

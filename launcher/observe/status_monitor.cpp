@@ -30,6 +30,7 @@ struct StatusMonitor::Rank {
   std::unique_ptr<ProgressFile> progress;  ///< mapped once the worker created its file
   std::unique_ptr<ProcessTree> tree;       ///< of status.pid
   RateWindow rates;
+  std::vector<pid_t> pids;  ///< its tree's processes at the last sample
   ProgressRecord record;  ///< reused: its text keeps its capacity
   std::uint64_t last_ticks = 0;
   std::chrono::steady_clock::time_point last_cpu_at;
@@ -58,6 +59,7 @@ void StatusMonitor::begin_attempt(StatusAttempt attempt) {
     ranks_.push_back(std::move(rank));
   }
   stragglers_ = StragglerRule(settings_.straggler);
+  gpu_stragglers_ = StragglerRule(kGpuStragglerSettings);
   latest_.node_rank = attempt_.node_rank;
   latest_.host = attempt_.host;
   latest_.attempt = attempt_.attempt;
@@ -76,6 +78,63 @@ void StatusMonitor::worker_exited(int local_rank, int exitcode, bool stopped_by_
   rank.status.cpu_percent = 0;
   rank.status.rss_bytes = 0;
   rank.tree.reset();
+}
+
+void StatusMonitor::set_gpus(GpuSampler* sampler, GpuSight sight) {
+  gpu_sampler_ = sampler;
+  gpu_sight_ = std::move(sight);
+}
+
+void StatusMonitor::pids_seen(std::vector<pid_t>& out) const {
+  for (const auto& rank : ranks_) {
+    if (rank->status.pid > 0) out.push_back(rank->status.pid);
+    out.insert(out.end(), rank->pids.begin(), rank->pids.end());
+  }
+}
+
+void StatusMonitor::ask_gpus() {
+  if (gpu_sampler_ == nullptr || gpu_unavailable_ || gpu_asking_) return;  // one request at a time
+  gpu_asking_ = true;
+  std::weak_ptr<int> life = life_;
+  gpu_sampler_->sample(std::nullopt, [this, life](GpuSampleResult result) {
+    if (!life.expired()) on_gpus(std::move(result));
+  });
+}
+
+void StatusMonitor::on_gpus(GpuSampleResult result) {
+  gpu_asking_ = false;
+  if (result.unavailable) {
+    // No NVML here (no NVIDIA driver): a node without GPUs shows no GPU fields, and says nothing.
+    gpu_unavailable_ = true;
+    gpus_.clear();
+    gpu_note_.clear();
+    return;
+  }
+  if (auto problem = gpu_sample_problem(result)) {
+    // Stalled or unable to count: the last values stay, marked old by the note.
+    if (!result.superseded) gpu_note_ = *problem;
+    return;
+  }
+  gpu_note_.clear();
+  xids_.add(result.gpus);
+  gpus_ = std::move(result.gpus);
+}
+
+void StatusMonitor::show_gpus() {
+  if (gpus_.empty()) {
+    for (auto& rank : ranks_) rank->status.gpus.clear();
+    return;
+  }
+  std::vector<GpuIdentity> identities;
+  identities.reserve(gpus_.size());
+  for (const GpuState& gpu : gpus_) identities.push_back(gpu.identity);
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    Rank& rank = *ranks_[i];
+    const auto& cvd = i < gpu_sight_.cuda_visible_devices.size() ? gpu_sight_.cuda_visible_devices[i] : std::nullopt;
+    const VisibleGpus visible = visible_gpus(cvd, gpu_sight_.cuda_device_order, identities);
+    // An exited worker holds nothing any more: its own memory is what the driver still lists for it.
+    rank.status.gpus = rank_gpus(gpus_, visible.nvml_indices, rank.pids, xids_);
+  }
 }
 
 void StatusMonitor::stop() {
@@ -119,6 +178,7 @@ void StatusMonitor::sample_rank(Rank& rank, const WorkerView* view, std::chrono:
         rank.last_cpu_at = now;
         rank.has_cpu = true;
         status.rss_bytes = tree->rss_bytes;
+        rank.pids = std::move(tree->pids);
       }
       // No sample: a zombie not reaped yet; its exit arrives with the next view.
     }
@@ -169,15 +229,24 @@ void StatusMonitor::sample_now() {
     }
   }
   const std::vector<bool> stragglers = stragglers_.update(rates, peer_rates_);
+  show_gpus();
+  std::vector<std::optional<double>> utilisation(ranks_.size());
+  for (std::size_t i = 0; i < ranks_.size(); ++i) {
+    if (ranks_[i]->status.state == RankState::running) utilisation[i] = gpu_utilisation_of(ranks_[i]->status);
+  }
+  const std::vector<bool> gpu_stragglers = gpu_stragglers_.update(utilisation);
   latest_.ranks.resize(ranks_.size());
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     ranks_[i]->status.straggler = stragglers[i];
+    ranks_[i]->status.gpu_straggler = gpu_stragglers[i];
     latest_.ranks[i] = ranks_[i]->status;
   }
+  latest_.gpu_note = gpu_note_;
   latest_.warm.clear();
   if (warm_) warm_(latest_.warm);
   latest_.sampled_at = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
   if (on_sample_) on_sample_(latest_);
+  ask_gpus();  // shown by the next sample
 }
 
 }  // namespace ddprun::launcher

@@ -8,6 +8,13 @@
 /// progress channel (progress_reader.hpp): step, samples, text, their rates over a window
 /// (rate_window.hpp), and whether it straggles (straggler_rule.hpp).
 ///
+/// Per rank also its GPUs (rank_gpus.hpp), when the agent lends the monitor its GPU sampler: each
+/// sample asks the sampler for every GPU of the node and shows the answer that came since the last
+/// sample, so the GPU fields are at most one interval old. The sampler makes its NVML calls on its
+/// own thread (gpu/gpu_sampler.hpp): a stalled driver leaves the last values and a note
+/// (NodeStatus::gpu_note) and never holds a sample back. A rank whose GPUs idle while the others'
+/// work is a GPU straggler (straggler_rule.hpp's kGpuStragglerSettings).
+///
 /// Nothing here blocks or sleeps: a sample is a few /proc reads per process of the job and a look
 /// at each mapped progress file; no thread, one steady_timer. A sample of 8 simple workers costs
 /// tens of microseconds.
@@ -19,7 +26,9 @@
 #include <string>
 #include <vector>
 
+#include "launcher/gpu/gpu_sampler.hpp"
 #include "launcher/observe/job_status.hpp"
+#include "launcher/observe/rank_gpus.hpp"
 #include "launcher/observe/proc_sample.hpp"
 #include "launcher/observe/progress_reader.hpp"
 #include "launcher/observe/rate_window.hpp"
@@ -45,6 +54,7 @@ struct StatusAttempt {
   int local_world_size = 0;  ///< workers of this node
 };
 
+
 class StatusMonitor {
  public:
   /// Fills its argument with the current attempt's started workers (WorkerGroup::describe); may
@@ -61,6 +71,12 @@ class StatusMonitor {
   StatusMonitor& operator=(const StatusMonitor&) = delete;
 
   void set_warm_source(WarmSource warm) { warm_ = std::move(warm); }
+  /// Each sample asks `sampler` (the agent's; it outlives the monitor) for the node's GPUs and shows
+  /// them per rank as `sight` says. Null: no GPU fields.
+  void set_gpus(GpuSampler* sampler, GpuSight sight);
+  /// Every process of this attempt's workers the samples have seen (each worker's pid and its tree's
+  /// processes at their last sample): whose GPU memory a restart waits for.
+  void pids_seen(std::vector<pid_t>& out) const;
   /// A new attempt: ranks start over (no rates, no stragglers), and sampling starts if it had not.
   void begin_attempt(StatusAttempt attempt);
   /// A worker of this attempt exited (known at once, while its group may be gone by the next sample).
@@ -80,6 +96,8 @@ class StatusMonitor {
   void set_peer_rates(std::vector<double> rates) { peer_rates_ = std::move(rates); }
   /// The median step rate the last sample judged stragglers against (0 when it could judge none).
   double straggler_median() const { return stragglers_.median(); }
+  /// The median GPU utilisation (percent) the last sample judged GPU stragglers against.
+  double gpu_straggler_median() const { return gpu_stragglers_.median(); }
   /// Whether that median took in other nodes' ranks.
   bool straggler_median_is_jobs() const { return !peer_rates_.empty(); }
 
@@ -88,6 +106,9 @@ class StatusMonitor {
   void schedule();
   void sample_rank(Rank& rank, const WorkerView* view, std::chrono::steady_clock::time_point now,
                    std::int64_t now_ns);
+  void show_gpus();
+  void ask_gpus();
+  void on_gpus(GpuSampleResult result);
 
   boost::asio::io_context& io_;
   StatusMonitorSettings settings_;
@@ -103,6 +124,15 @@ class StatusMonitor {
   StragglerRule stragglers_;
   std::vector<double> peer_rates_;
   NodeStatus latest_;
+  GpuSampler* gpu_sampler_ = nullptr;
+  GpuSight gpu_sight_;
+  bool gpu_asking_ = false;      ///< a request is out; its answer comes as a handler
+  bool gpu_unavailable_ = false;  ///< no NVML here: never asked again, no GPU fields
+  std::vector<GpuState> gpus_;   ///< the last sample of the node's GPUs
+  std::string gpu_note_;
+  GpuXidLog xids_;
+  StragglerRule gpu_stragglers_{kGpuStragglerSettings};
+  std::shared_ptr<int> life_ = std::make_shared<int>(0);  ///< the sampler's answers hold it weakly
 };
 
 }  // namespace ddprun::launcher

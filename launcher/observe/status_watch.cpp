@@ -47,6 +47,13 @@ void StatusWatch::add_listener(Listener listener) { listeners_.push_back(std::mo
 void StatusWatch::make_monitor(const StatusMonitorSettings& settings) {
   monitor_ = std::make_unique<StatusMonitor>(io_, settings, workers_, [this](const NodeStatus& node) { on_sample(node); });
   monitor_->set_warm_source(warm_);
+  monitor_->set_gpus(gpu_sampler_, gpu_sight_);
+}
+
+void StatusWatch::set_gpus(GpuSampler* sampler, GpuSight sight) {
+  gpu_sampler_ = sampler;
+  gpu_sight_ = std::move(sight);
+  if (monitor_) monitor_->set_gpus(gpu_sampler_, gpu_sight_);
 }
 
 void StatusWatch::set_warm_source(std::function<void(std::vector<WarmInterpreter>&)> warm) {
@@ -68,6 +75,7 @@ void StatusWatch::attempt_started() {
   attempt.local_world_size = settings_.nproc_per_node;
   monitor_->begin_attempt(std::move(attempt));
   stragglers_named_.clear();
+  gpu_stragglers_named_.clear();
 }
 
 void StatusWatch::attempt_ended() { attempt_running_ = false; }
@@ -92,6 +100,8 @@ void StatusWatch::ensure_samples() {
 void StatusWatch::on_sample(const NodeStatus& node) {
   show(node);
   note_stragglers(node);
+  note_gpu_stragglers(node);
+  note_gpu_note(node);
   for (const Listener& listener : listeners_) listener(node);
 }
 
@@ -132,6 +142,40 @@ void StatusWatch::note_stragglers(const NodeStatus& node) {
                   rate, monitor_->straggler_median_is_jobs() ? "the job's" : "this node's", median);
     print_line(text);
   }
+}
+
+void StatusWatch::note_gpu_stragglers(const NodeStatus& node) {
+  for (const RankStatus& rank : node.ranks) {
+    const bool named = std::find(gpu_stragglers_named_.begin(), gpu_stragglers_named_.end(), rank.rank) !=
+                       gpu_stragglers_named_.end();
+    if (!rank.gpu_straggler) {
+      if (named) std::erase(gpu_stragglers_named_, rank.rank);
+      continue;
+    }
+    if (named) continue;
+    gpu_stragglers_named_.push_back(rank.rank);
+    const double utilisation = gpu_utilisation_of(rank).value_or(0);
+    const double median = monitor_->gpu_straggler_median();
+    events_.record({.kind = JobEventKind::straggler,
+                    .rank = rank.rank,
+                    .pid = rank.pid,
+                    .detail = {{"gpu_utilization_percent", utilisation}, {"median_gpu_utilization_percent", median}}});
+    char text[160];
+    std::snprintf(text, sizeof text, "rank %d is a GPU straggler: its GPU busy %.0f %% of the time, the median of this node's ranks is %.0f %%",
+                  rank.rank, utilisation, median);
+    print_line(text);
+  }
+}
+
+void StatusWatch::note_gpu_note(const NodeStatus& node) {
+  if (node.gpu_note == gpu_note_said_) return;
+  // A stall is said when it begins and when it ends, not at every sample in between.
+  if (!node.gpu_note.empty()) {
+    print_line("GPU state: " + node.gpu_note + "; the GPU fields keep their last values");
+  } else {
+    print_line("GPU state: NVML answers again");
+  }
+  gpu_note_said_ = node.gpu_note;
 }
 
 void StatusWatch::end() {

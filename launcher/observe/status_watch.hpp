@@ -17,11 +17,13 @@
 #include "launcher/base/worker_view.hpp"
 #include "launcher/observe/attempt_view.hpp"
 #include "launcher/observe/job_status.hpp"
+#include "launcher/observe/status_monitor.hpp"
 
 namespace ddprun::launcher {
 
 class ConsoleWriter;
 class EventRecorder;
+class GpuSampler;
 class StatusMonitor;
 struct StatusMonitorSettings;
 
@@ -51,6 +53,10 @@ class StatusWatch {
   /// --preload: where each sample finds the interpreters waiting to become workers.
   void set_warm_source(std::function<void(std::vector<WarmInterpreter>&)> warm);
 
+  /// Each sample shows the ranks' GPUs from `sampler` (the agent's, which outlives this watch), as
+  /// `sight` says which GPUs each worker sees (status_monitor.hpp).
+  void set_gpus(GpuSampler* sampler, GpuSight sight);
+
   /// Every sample, after the console's share, in the order added.
   void add_listener(Listener listener);
 
@@ -76,6 +82,8 @@ class StatusWatch {
   void on_sample(const NodeStatus& node);
   void show(const NodeStatus& node);
   void note_stragglers(const NodeStatus& node);
+  void note_gpu_stragglers(const NodeStatus& node);
+  void note_gpu_note(const NodeStatus& node);
 
   boost::asio::io_context& io_;
   ConsoleWriter& out_;
@@ -90,6 +98,10 @@ class StatusWatch {
   bool attempt_running_ = false;            ///< workers started and not all gone
   std::chrono::steady_clock::time_point next_line_;  ///< --status-interval
   std::vector<int> stragglers_named_;  ///< ranks already reported as stragglers this attempt
+  std::vector<int> gpu_stragglers_named_;  ///< ranks already reported as GPU stragglers this attempt
+  std::string gpu_note_said_;          ///< the GPU note last printed (a stall is said once, and its end)
+  GpuSampler* gpu_sampler_ = nullptr;
+  GpuSight gpu_sight_;
   NodeStatus empty_;
 };
 

@@ -24,7 +24,7 @@ std::vector<bool> StragglerRule::update(const std::vector<std::optional<double>>
   std::vector<bool> stragglers(rates.size(), false);
   const double median = median_of(reporting);
   median_ = median;
-  if (reporting.size() < settings_.min_ranks || median <= 0) {
+  if (reporting.size() < settings_.min_ranks || median <= 0 || median <= settings_.floor) {
     std::fill(below_.begin(), below_.end(), 0);
     median_ = 0;
     return stragglers;

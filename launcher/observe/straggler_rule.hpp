@@ -6,7 +6,7 @@
 ///
 /// Only ranks that report progress count. With fewer than `min_ranks` of them there is no "the
 /// others" to be slower than, and nobody is named; nor while the median itself is zero (everyone
-/// stopped: that is a hang, not a straggler). Pure: the monitor feeds it each sample's rates.
+/// stopped: that is a hang, not a straggler) or at most `floor`. Pure: the monitor feeds it each sample's rates.
 ///
 /// In a multi-node job the line is the job's: the median takes in the other nodes' ranks too (their
 /// rates as their agents last published them, `peers`), so that a node whose ranks are all slow
@@ -21,7 +21,15 @@ struct StragglerSettings {
   double ratio = 0.7;
   std::size_t min_ranks = 3;
   int persistence = 5;  ///< samples in a row below the line
+  /// Nobody is named unless the median is above this: for GPU utilisation, the others must be
+  /// working (a job waiting on I/O has every GPU idle, and none of them is behind).
+  double floor = 0;
 };
+
+/// The GPU straggler rule's settings: a rank whose GPUs are busy less than half the median of the
+/// ranks', for 5 samples in a row, while that median is above 30 %; two ranks suffice (one idle GPU
+/// beside a busy one is the case to see).
+inline constexpr StragglerSettings kGpuStragglerSettings{.ratio = 0.5, .min_ranks = 2, .persistence = 5, .floor = 30};
 
 /// The median of `values` (the mean of the middle two for an even count); 0 for none.
 double median_of(std::vector<double> values);
