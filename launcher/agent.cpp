@@ -29,6 +29,10 @@
 #include "launcher/terminal/job_terminal.hpp"
 #include "launcher/terminal/terminal_window.hpp"
 #include "launcher/cli/verbose.hpp"
+#include "launcher/devices/gpu_gate.hpp"
+#include "launcher/gpu/gpu_sampler.hpp"
+#include "launcher/gpu/nvml_library.hpp"
+#include "launcher/observe/status_monitor.hpp"
 #include "launcher/workers/worker_env.hpp"
 #include "launcher/workers/worker_group.hpp"
 #include "rendezvous/endpoint.hpp"
@@ -54,6 +58,18 @@ void print_launch_config(const AgentPlan& plan, const rendezvous::Endpoint& mast
   for (const auto& line : describe_launch_config(plan.config, facts)) print_line(line);
 }
 
+/// Which GPUs each worker sees: its own CUDA_VISIBLE_DEVICES (--devices-per-worker,
+/// --virtual-local-rank), else the one it inherits.
+GpuSight gpu_sight_of(const std::vector<WorkerSpec>& specs, const Environ& env) {
+  GpuSight sight;
+  const auto inherited = lookup(env, "CUDA_VISIBLE_DEVICES");
+  for (const WorkerSpec& spec : specs) {
+    sight.cuda_visible_devices.push_back(spec.cuda_visible_devices ? spec.cuda_visible_devices : inherited);
+  }
+  sight.cuda_device_order = lookup(env, "CUDA_DEVICE_ORDER");
+  return sight;
+}
+
 }  // namespace
 
 Agent::Agent(AgentPlan plan)
@@ -65,6 +81,7 @@ Agent::Agent(AgentPlan plan)
       failure_record_(plan_.hostname, plan_.command.python ? describe_python(*plan_.command.python) : std::string(),
                       OomWatch::for_this_process()) {
   state_.multi_node = plan_.config.topology.multi_node;
+  state_.elastic = state_.multi_node && plan_.config.topology.min_nodes != plan_.config.topology.max_nodes;
   state_.max_restarts = plan_.config.max_restarts;
   state_.hang_action = plan_.config.hang_action;
 }
@@ -119,6 +136,7 @@ int Agent::run() {
   plan_.env[kGuardianMarkVariable] = marker;
   guardian_ = Guardian::start(cgroup_ ? cgroup_->dir() : std::string(), marker);
   console_.emplace(io_);
+  start_gpu_watch();
   JobFacts facts;
   facts.run_id = config.rdzv_id;
   facts.host = plan_.hostname;
@@ -171,6 +189,7 @@ int Agent::run() {
                                           [this](std::vector<WorkerView>& workers) {
                                             if (group_) group_->describe(workers);
                                           });
+  status_->set_gpus(gpu_sampler_.get(), {});  // what each worker sees: set as each attempt starts
   // Started over ssh by a launching ddprun (--hostfile): its session ending stops the job as SIGHUP does.
   auto session = watch_session(io_, plan_.env, [this](const std::string& why) {
     print_line(why);
@@ -221,6 +240,7 @@ int Agent::run() {
 }
 
 void Agent::clean_up() {
+  if (gpu_gate_) gpu_gate_->cancel();
   endpoint_.reset();  // its socket and registry entry go with the job
   warm_.reset();      // the waiting interpreters killed; reaped below with what else is left
   kill_remaining_children(guardian_ ? guardian_->pid() : 0);
@@ -229,6 +249,16 @@ void Agent::clean_up() {
   // The guardian stays until ddprun exits, and then has nothing to do.
   if (guardian_) guardian_->mark_clean();
   console_.reset();  // ddprun's last lines (after run) are written directly
+}
+
+void Agent::start_gpu_watch() {
+  GpuSamplerSettings sampler;
+  sampler.library_path = nvml_library_path(lookup(plan_.env, "DDPRUN_NVML_LIBRARY"));
+  gpu_sampler_ = std::make_unique<GpuSampler>(io_, std::move(sampler));
+  GpuGateSettings gate;
+  gate.health = plan_.config.gpu_health;
+  gate.release_timeout = std::chrono::milliseconds(static_cast<long long>(plan_.config.gpu_release_timeout_s * 1000));
+  gpu_gate_ = std::make_unique<GpuGate>(io_, *gpu_sampler_, gate, [](const std::string& line) { print_line(line); });
 }
 
 void Agent::start_warm_pool() {
@@ -247,6 +277,7 @@ void Agent::start_warm_pool() {
   settings.spawn.window = terminal_window();
   WarmPoolHandlers handlers;
   handlers.on_spawned = [this](pid_t pgid) {
+    attempt_pids_.push_back(pgid);
     if (guardian_) guardian_->watch(pgid);
   };
   handlers.on_gone = [this](pid_t pgid) {
@@ -347,6 +378,8 @@ void Agent::start_attempt() {
   facts.restart_count = rounds_ && rounds_->attempt_is_round() ? place_.attempt : state_.restart_count;
   facts.terminal = terminal_->worker_terminal();
   std::vector<WorkerSpec> specs = workers_.specs(facts);
+  GpuSight sight = gpu_sight_of(specs, plan_.env);
+  status_->set_gpus(gpu_sampler_.get(), sight);
   failure_record_.begin_attempt(specs.size());
   workers_.begin_attempt(*logs_, place_.attempt);
 
@@ -360,6 +393,10 @@ void Agent::start_attempt() {
     on_worker_exit(exit);
   };
   handlers.on_done = [this] {
+    gpu_gate_->cancel();  // a start given up before the gate answered: its answer is not wanted
+    // The next start waits for these processes' GPU memory (the monitor saw the workers' children too).
+    previous_pids_ = std::exchange(attempt_pids_, {});
+    if (StatusMonitor* monitor = status_->monitor()) monitor->pids_seen(previous_pids_);
     // The group's own handler is on the stack: let it go once this event is over.
     asio::post(io_, [retired = std::move(group_)] {});
     status_->attempt_ended();
@@ -369,6 +406,7 @@ void Agent::start_attempt() {
   handlers.on_start_failed = [this](const std::string& message) { dispatch(event::StartFailed{message}); };
   handlers.on_log_error = [this](const LogWriteError& error) { print_line(failure_record_.log_error(error)); };
   handlers.on_spawned = [this](pid_t pgid) {
+    attempt_pids_.push_back(pgid);
     if (guardian_) guardian_->watch(pgid);
     if (auto started = workers_.started(pgid)) {
       events_->worker_started(started->local_rank, pgid, pgid == last_warm_pid_);
@@ -406,6 +444,14 @@ void Agent::start_attempt() {
   if (warm_ && (state_.restart_count < plan_.config.max_restarts || topology.min_nodes != topology.max_nodes)) {
     to_warm = specs_to_warm();
   }
+  // The GPU gate first: an unhealthy GPU refuses the start, a restart waits for the stopped workers'
+  // GPU memory (devices/gpu_gate.hpp).
+  auto gate = [this, sight = std::move(sight)](std::function<void(bool)> go) {
+    gpu_gate_->check(sight, std::exchange(previous_pids_, {}), [this, go](std::optional<std::string> refused) {
+      if (refused) dispatch(event::StartFailed{*refused, true});
+      go(!refused);
+    });
+  };
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}};
     auto dir = logs_->worker_dir(place_.attempt, worker.spec.local_rank);
@@ -420,7 +466,7 @@ void Agent::start_attempt() {
     worker.routes = workers_.open_routes(worker.spec.local_rank, place_.rank_base + worker.spec.local_rank, dir, *console_);
     workers_.preparing(worker.spec);
     return worker;
-  });
+  }, std::move(gate));
   if (to_warm && warm_) warm_->warm_next(std::move(*to_warm));
 }
 

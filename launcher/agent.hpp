@@ -49,6 +49,8 @@ namespace ddprun::launcher {
 
 class BoardLink;
 class EventRecorder;
+class GpuGate;
+class GpuSampler;
 class Guardian;
 class HangWatch;
 class JobCgroup;
@@ -103,6 +105,8 @@ class Agent {
   /// Ended by a signal: stops the loop once a console has taken nothing for a moment.
   void give_up_on_a_stalled_console();
 
+  /// The GPU sampler and gate (gpu/, devices/gpu_gate.hpp), before anything can ask them.
+  void start_gpu_watch();
   /// --preload: the warm interpreters, and the first attempt's started at once (before the
   /// rendezvous ends, so that their imports overlap it).
   void start_warm_pool();
@@ -151,6 +155,14 @@ class Agent {
   WorkerPreparation workers_;
   FailureRecord failure_record_;  ///< this attempt's failures, the job's unwritable log files
 
+
+  /// The one thread that makes NVML calls (gpu/gpu_sampler.hpp), made at the start so that NVML's
+  /// initialisation overlaps the rendezvous; the status monitor and the GPU gate share it.
+  std::unique_ptr<GpuSampler> gpu_sampler_;
+  /// Before each start: the GPUs' health and the release of the stopped workers' GPU memory.
+  std::unique_ptr<GpuGate> gpu_gate_;
+  std::vector<pid_t> attempt_pids_;   ///< this attempt's workers, as they are spawned
+  std::vector<pid_t> previous_pids_;  ///< the last stopped attempt's processes: whose GPU memory the next start waits for
 
   // What ddprun sees of the job (observe/), one part per concern, each given place_ and what it
   // needs; they act on the job only through the callbacks handed to them. Declared in the order

@@ -73,6 +73,7 @@ class Transitions {
   void operator()(const event::StartFailed& e) {
     if (!s_.group_running || !s_.start_error.empty()) return;  // only a group being started fails to start
     s_.start_error = e.message;
+    s_.start_error_node_unfit = e.node_unfit;
     if (s_.phase == Phase::stopping_for_signal) return;  // already stopping; the signal decides the status
     s_.phase = Phase::stopping_after_failure;
     out_.push_back(action::KillGroup{});
@@ -209,6 +210,7 @@ class Transitions {
     s_.first_failed_rank = -1;
     s_.first_failed_exitcode = 0;
     s_.start_error.clear();
+    s_.start_error_node_unfit = false;
     s_.capturing = false;
     s_.hang_found.clear();
     s_.hang.clear();
@@ -247,6 +249,12 @@ class Transitions {
     if (!s_.rendezvous_error.empty()) {
       print("rendezvous: " + s_.rendezvous_error);
       return finish(kExitJobFailed);
+    }
+    if (!s_.start_error.empty() && s_.start_error_node_unfit && s_.elastic) {
+      // This node cannot run workers (a GPU): the others form the next round without it.
+      print(s_.start_error);
+      return leave(RoundEnd{EndKind::left, s_.node_id, "node " + s_.node_description + " left: " + s_.start_error},
+                   kExitJobFailed);
     }
     if (!s_.start_error.empty()) {  // the workers could not be started here: nowhere else can the job go on
       print(s_.start_error);

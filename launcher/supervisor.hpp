@@ -45,6 +45,7 @@ const char* phase_name(Phase phase);
 struct SupervisorState {
   // Fixed for the job.
   bool multi_node = false;
+  bool elastic = false;  ///< multi-node with --nnodes MIN:MAX, MIN < MAX: the job goes on without a node
   int max_restarts = 0;
   HangAction hang_action = HangAction::report;
   std::string node_id;           ///< multi-node: this node's id in the rounds
@@ -60,6 +61,7 @@ struct SupervisorState {
   int first_failed_rank = -1;
   int first_failed_exitcode = 0;
   std::string start_error;       ///< the workers could not be started (this attempt)
+  bool start_error_node_unfit = false;  ///< StartFailed::node_unfit of that error
   std::string rendezvous_error;  ///< the rendezvous failed: the job cannot go on here
   int stop_signal = 0;           ///< the signal that asked ddprun to stop (0: none)
   std::optional<int> round;      ///< multi-node: the round this node is in
@@ -80,9 +82,12 @@ struct WorkerExited {
   int rank = 0;
 };
 struct ReapBatchDone {};
-/// A worker could not be started (spawn, log file, pty): the job cannot run here.
+/// A worker could not be started (spawn, log file, pty), or the GPU check refused the start: the
+/// job cannot run here. `node_unfit`: this node cannot run workers (an unhealthy GPU) where another
+/// could; an elastic job goes on without it (the node leaves the round) instead of failing.
 struct StartFailed {
   std::string message;
+  bool node_unfit = false;
 };
 /// SIGTERM, SIGINT, SIGHUP, SIGQUIT (--signals-to-handle).
 struct StopSignal {

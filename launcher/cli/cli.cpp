@@ -425,6 +425,14 @@ void fill_workers(LaunchConfig& config, const Settings& settings, const HostFact
     config.hang_action = parse_choice<HangAction>(
         *raw, {{"report", HangAction::report}, {"stop", HangAction::stop}, {"restart", HangAction::restart}});
   }
+  if (auto raw = settings.get(Option::gpu_health)) {
+    config.gpu_health = parse_choice<bool>(*raw, {{"on", true}, {"off", false}});
+  }
+  if (auto raw = settings.get(Option::gpu_release_timeout)) {
+    auto seconds = to_number(raw->value);
+    if (!seconds || *seconds < 0 || *seconds > 86400) reject(*raw, "is not a number of seconds from 0 to 86400");
+    config.gpu_release_timeout_s = *seconds;
+  }
   if (auto raw = settings.get(Option::signals_to_handle)) {
     config.signals_to_handle = parse_signals(raw->value, raw->label);
   }

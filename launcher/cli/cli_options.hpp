@@ -18,7 +18,7 @@ enum class Option : std::size_t {
   duplicate_stderr_filters, logs_specs, log_line_prefix_template, pty, stdin_target, verbose, events, module,
   no_python, run_path, use_env, append_local_rank, preload,
   status, status_interval,
-  hang_timeout, hang_action,
+  hang_timeout, hang_action, gpu_health, gpu_release_timeout,
   status_port, status_host,
   hostfile, hosts, include, exclude, ssh_port, ssh_option, env_export,
   count_  ///< the number of options, not one

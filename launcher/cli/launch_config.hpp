@@ -126,6 +126,12 @@ struct LaunchConfig {
   int max_restarts = 0;
   double monitor_interval_s = 0.1;  ///< accepted for compatibility; ddprun is event driven
   double shutdown_timeout_s = 30.0;
+  /// `--gpu-health`: check the node's visible GPUs through NVML before each attempt (lost, reset
+  /// required, retired pages pending, uncorrectable ECC errors, rows to remap).
+  bool gpu_health = true;
+  /// `--gpu-release-timeout`: a restart waits at most so long for the stopped workers' processes to
+  /// hold no GPU memory; 0 = no wait.
+  double gpu_release_timeout_s = 30;
   double hang_timeout_s = 0;  ///< `--hang-timeout`: no progress for so long is a hang; 0 = never
   HangAction hang_action = HangAction::report;  ///< `--hang-action`
   std::vector<int> signals_to_handle = {SIGTERM, SIGINT, SIGHUP, SIGQUIT};

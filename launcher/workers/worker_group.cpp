@@ -129,13 +129,21 @@ WorkerGroup::~WorkerGroup() {
   }
 }
 
-void WorkerGroup::start(std::size_t count, WorkerPreparer prepare) {
+void WorkerGroup::start(std::size_t count, WorkerPreparer prepare, StartGate gate) {
   prepare_ = std::move(prepare);
   to_start_ = count;
   next_to_start_ = 0;
   starting_ = true;
   workers_.reserve(count);
-  spawn_batch();
+  if (!gate) return spawn_batch();
+  std::weak_ptr<int> life = life_;
+  gate([this, life](bool go) {
+    if (life.expired() || !starting_ || stopping_) return;  // stop() ended the start meanwhile
+    if (go) return spawn_batch();
+    starting_ = false;
+    prepare_ = nullptr;
+    maybe_done();  // nothing was started: the group is done
+  });
 }
 
 void WorkerGroup::spawn_batch() {

@@ -76,9 +76,14 @@ class WorkerGroup {
   WorkerGroup(const WorkerGroup&) = delete;
   WorkerGroup& operator=(const WorkerGroup&) = delete;
 
-  /// Starts `count` workers, in order, a batch per loop turn, each made by `prepare` just before.
-  /// Failures are reported through on_start_failed.
-  void start(std::size_t count, WorkerPreparer prepare);
+  /// Asked before the first worker is spawned (the GPU gate: devices/gpu_gate.hpp); the group
+  /// spawns once it answers true (at once or later, on the loop), and starts nothing on false (the
+  /// asker reports why). A stop meanwhile ends the start, and the late answer is ignored.
+  using StartGate = std::function<void(std::function<void(bool go)>)>;
+
+  /// Starts `count` workers, in order, a batch per loop turn, each made by `prepare` just before,
+  /// once `gate` (if any) says go. Failures are reported through on_start_failed.
+  void start(std::size_t count, WorkerPreparer prepare, StartGate gate = {});
 
   /// Routes a reaped child's wait status to its worker; false when the pid is not one of ours.
   bool on_child_exit(pid_t pid, int wait_status);
