@@ -1,5 +1,8 @@
 #include "launcher/observe/status_json.hpp"
 
+#include <optional>
+#include <string>
+
 namespace ddprun::launcher {
 
 using nlohmann::json;
@@ -14,6 +17,28 @@ T field(const json& object, const char* key, T fallback = T{}) {
   return it->get<T>();
 }
 
+/// `json[key]` as T when present and not null, else nothing: an unknown value stays unknown.
+template <typename T>
+std::optional<T> optional_field(const json& object, const char* key) {
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return std::nullopt;
+  return it->get<T>();
+}
+
+template <typename T>
+json optional_json(const std::optional<T>& value) {
+  return value ? json(*value) : json(nullptr);
+}
+
+/// `text` cut to at most `bytes`, on a UTF-8 character boundary.
+std::string cut(std::string text, std::size_t bytes) {
+  if (text.size() <= bytes) return text;
+  std::size_t end = bytes;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  text.resize(end);
+  return text;
+}
+
 /// `object` itself, checked to be an object: a status of another shape is an error, not zeros.
 const json& object_of(const json& object) {
   (void)object.get_ref<const json::object_t&>();  // throws type_error when it is not an object
@@ -25,6 +50,15 @@ json::array_t items(const json& object, const char* key) {
   auto it = object.find(key);
   if (it == object.end() || it->is_null()) return {};
   return it->get<json::array_t>();
+}
+
+/// The array `object[key]` (empty when absent; type_error when it is something else), without a
+/// copy: a bounded reader takes only part of it.
+const json::array_t& array_ref(const json& object, const char* key) {
+  static const json::array_t none;
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return none;
+  return it->get_ref<const json::array_t&>();
 }
 
 json to_json(const ProgressSample& progress) {
@@ -48,6 +82,51 @@ ProgressSample progress_from_json(const json& object) {
   return progress;
 }
 
+json to_json(const RankGpu& gpu) {
+  return {{"index", gpu.index},
+          {"uuid", gpu.uuid},
+          {"bus_id", gpu.bus_id},
+          {"utilisation_percent", optional_json(gpu.utilisation_percent)},
+          {"memory_used_bytes", optional_json(gpu.memory_used_bytes)},
+          {"memory_total_bytes", optional_json(gpu.memory_total_bytes)},
+          {"own_memory_bytes", optional_json(gpu.own_memory_bytes)},
+          {"temperature_c", optional_json(gpu.temperature_c)},
+          {"power_watts", optional_json(gpu.power_watts)},
+          {"throttle", gpu.throttle},
+          {"uncorrectable_ecc_errors", optional_json(gpu.uncorrectable_ecc_errors)},
+          {"xid_count", gpu.xid_count},
+          {"xids", gpu.xids},
+          {"problem", gpu.problem}};
+}
+
+/// A GPU as another node wrote it, held to the kStatus* bounds (status_json.hpp).
+RankGpu gpu_from_json(const json& object) {
+  object_of(object);
+  RankGpu gpu;
+  gpu.index = field<unsigned int>(object, "index");
+  gpu.uuid = cut(field<std::string>(object, "uuid"), kStatusGpuNameBytes);
+  gpu.bus_id = cut(field<std::string>(object, "bus_id"), kStatusGpuNameBytes);
+  gpu.utilisation_percent = optional_field<unsigned int>(object, "utilisation_percent");
+  gpu.memory_used_bytes = optional_field<std::uint64_t>(object, "memory_used_bytes");
+  gpu.memory_total_bytes = optional_field<std::uint64_t>(object, "memory_total_bytes");
+  gpu.own_memory_bytes = optional_field<std::uint64_t>(object, "own_memory_bytes");
+  gpu.temperature_c = optional_field<unsigned int>(object, "temperature_c");
+  gpu.power_watts = optional_field<double>(object, "power_watts");
+  const json::array_t& throttle = array_ref(object, "throttle");
+  for (std::size_t i = 0; i < throttle.size() && i < kStatusThrottleNames; ++i) {
+    gpu.throttle.push_back(cut(throttle[i].get<std::string>(), kStatusGpuNameBytes));
+  }
+  gpu.uncorrectable_ecc_errors = optional_field<std::uint64_t>(object, "uncorrectable_ecc_errors");
+  gpu.xid_count = field<std::uint64_t>(object, "xid_count");
+  // The newest Xids are the last: those are kept.
+  const json::array_t& xids = array_ref(object, "xids");
+  for (std::size_t i = xids.size() > kStatusXidsPerGpu ? xids.size() - kStatusXidsPerGpu : 0; i < xids.size(); ++i) {
+    gpu.xids.push_back(xids[i].get<unsigned long long>());
+  }
+  gpu.problem = cut(field<std::string>(object, "problem"), kStatusGpuTextBytes);
+  return gpu;
+}
+
 }  // namespace
 
 json to_json(const RankStatus& rank) {
@@ -60,8 +139,12 @@ json to_json(const RankStatus& rank) {
                  {"cpu_seconds", rank.cpu_seconds},
                  {"rss_bytes", rank.rss_bytes},
                  {"output_age_seconds", rank.output_age_seconds},
-                 {"straggler", rank.straggler}};
+                 {"straggler", rank.straggler},
+                 {"gpu_straggler", rank.gpu_straggler}};
   object["progress"] = rank.progress ? to_json(*rank.progress) : json(nullptr);
+  json gpus = json::array();
+  for (const RankGpu& gpu : rank.gpus) gpus.push_back(to_json(gpu));
+  object["gpus"] = std::move(gpus);
   return object;
 }
 
@@ -76,7 +159,7 @@ json to_json(const NodeStatus& node) {
   }
   return {{"node_rank", node.node_rank}, {"host", node.host},         {"attempt", node.attempt},
           {"restarts", node.restarts},   {"hangs", node.hangs},       {"sampled_at", node.sampled_at},
-          {"ranks", std::move(ranks)},   {"warm", std::move(warm)}};
+          {"ranks", std::move(ranks)},   {"warm", std::move(warm)},   {"gpu_note", node.gpu_note}};
 }
 
 json to_json(const JobStatus& job) {
@@ -111,6 +194,9 @@ RankStatus rank_status_from_json(const json& object) {
   rank.straggler = field<bool>(object, "straggler");
   auto progress = object.find("progress");
   if (progress != object.end() && progress->is_object()) rank.progress = progress_from_json(*progress);
+  const json::array_t& gpus = array_ref(object, "gpus");
+  for (std::size_t i = 0; i < gpus.size() && i < kStatusGpusPerRank; ++i) rank.gpus.push_back(gpu_from_json(gpus[i]));
+  rank.gpu_straggler = field<bool>(object, "gpu_straggler");
   return rank;
 }
 
@@ -129,6 +215,7 @@ NodeStatus node_status_from_json(const json& object) {
     node.warm.push_back(WarmInterpreter{field<int>(interpreter, "local_rank"), field<pid_t>(interpreter, "pid"),
                                         field<std::string>(interpreter, "state") == "ready"});
   }
+  node.gpu_note = cut(field<std::string>(object, "gpu_note"), kStatusGpuTextBytes);
   return node;
 }
 
