@@ -20,17 +20,38 @@ constexpr const char* kReset = "\x1b[0m";
 /// Ranks listed one by one in the summary line up to this many; past it, min, median and max.
 constexpr std::size_t kStepsListed = 16;
 
+/// The gpu column's width: the widest cell, at least that of a plain one ("97% 61/80G 71C"), so that
+/// the columns after it move only when a flag appears, and at most kGpuCellMax (a longer cell is cut).
+constexpr std::size_t kGpuCellMin = 14;
+constexpr std::size_t kGpuCellMax = 30;
+
+bool gpu_problem(const RankStatus& rank) {
+  const RankGpu* gpu = shown_gpu(rank);
+  return gpu != nullptr && !gpu->problem.empty();
+}
+
 bool worth_seeing_first(const RankStatus& rank) {
-  return rank.state == RankState::failed || rank.state == RankState::stopped || rank.straggler;
+  return rank.state == RankState::failed || rank.state == RankState::stopped || rank.straggler ||
+         rank.gpu_straggler || gpu_problem(rank);
+}
+
+/// Memory in GiB for the gpu cell: "0", "0.5", "9.6", "61", "80".
+std::string gib(std::uint64_t bytes) {
+  if (bytes == 0) return "0";
+  const double value = static_cast<double>(bytes) / (1024.0 * 1024 * 1024);
+  return value < 9.95 ? fmt::format("{:.1f}", value) : fmt::format("{:.0f}", value);
 }
 
 /// "3 running, 1 straggler, 1 failed": the count of each state present, in a fixed order.
 std::string state_counts(const NodeStatus& node) {
   int stragglers = 0;
+  int gpu_stragglers = 0;
   int counts[5] = {};
   for (const RankStatus& rank : node.ranks) {
     if (rank.state == RankState::running && rank.straggler) {
       ++stragglers;
+    } else if (rank.state == RankState::running && rank.gpu_straggler) {
+      ++gpu_stragglers;
     } else {
       ++counts[static_cast<int>(rank.state)];
     }
@@ -44,6 +65,7 @@ std::string state_counts(const NodeStatus& node) {
   add(counts[static_cast<int>(RankState::starting)], "starting");
   add(counts[static_cast<int>(RankState::running)], "running");
   add(stragglers, stragglers == 1 ? "straggler" : "stragglers");
+  add(gpu_stragglers, gpu_stragglers == 1 ? "gpu straggler" : "gpu stragglers");
   add(counts[static_cast<int>(RankState::exited)], "exited");
   add(counts[static_cast<int>(RankState::failed)], "failed");
   add(counts[static_cast<int>(RankState::stopped)], "stopped");
@@ -62,7 +84,34 @@ double node_samples_per_second(const NodeStatus& node, bool* any) {
   return total;
 }
 
-std::string rank_line(const RankStatus& rank, bool color) {
+/// The block's column widths: the state's grows for "gpu straggler"; no gpu column (0) when no rank
+/// has a GPU.
+struct BlockWidths {
+  std::size_t state = 10;
+  std::size_t gpu = 0;
+};
+
+BlockWidths block_widths(const NodeStatus& node) {
+  BlockWidths widths;
+  for (const RankStatus& rank : node.ranks) {
+    widths.state = std::max(widths.state, shown_state(rank).size());
+    if (!rank.gpus.empty()) widths.gpu = std::max({widths.gpu, kGpuCellMin, gpu_cell(rank).size()});
+  }
+  widths.gpu = std::min(widths.gpu, kGpuCellMax);
+  return widths;
+}
+
+/// The columns from rank to out, the text after them: the header's and a rank's line alike.
+std::string block_line(const BlockWidths& widths, const std::string& rank, const std::string& state,
+                       const std::string& step, const std::string& rate, const std::string& cpu,
+                       const std::string& rss, const std::string& gpu, const std::string& out,
+                       const std::string& text) {
+  std::string line = fmt::format("{:>4} {:<{}} {:>8} {:>10} {:>5} {:>7}", rank, state, widths.state, step, rate, cpu, rss);
+  if (widths.gpu > 0) line += fmt::format("  {:<{}}", fit_to_width(gpu, widths.gpu), widths.gpu);
+  return line + fmt::format(" {:>5}  {}", out, text);
+}
+
+std::string rank_line(const RankStatus& rank, const BlockWidths& widths, bool color) {
   std::string state = shown_state(rank);
   std::string step = rank.progress ? std::to_string(rank.progress->step) : "-";
   std::string rate = rank.progress ? format_count(rank.progress->samples_per_second) : "-";
@@ -74,13 +123,61 @@ std::string rank_line(const RankStatus& rank, bool color) {
     text = text.empty() ? code : code + "; " + text;
   }
   const bool live = rank.state == RankState::running || rank.state == RankState::starting;
-  std::string line = fmt::format("{:>4} {:<10} {:>8} {:>10} {:>5} {:>7} {:>5}  {}", rank.rank, state, step, rate,
-                                 live ? fmt::format("{:.0f}%", rank.cpu_percent) : "-",
-                                 live ? format_bytes(rank.rss_bytes) : "-", format_age(rank.output_age_seconds), text);
+  std::string line = block_line(widths, std::to_string(rank.rank), state, step, rate,
+                                live ? fmt::format("{:.0f}%", rank.cpu_percent) : "-",
+                                live ? format_bytes(rank.rss_bytes) : "-", gpu_cell(rank),
+                                format_age(rank.output_age_seconds), text);
   if (!color) return line;
   if (rank.state == RankState::failed) return kRed + line + kReset;
-  if (rank.straggler && rank.state == RankState::running) return kYellow + line + kReset;
+  if ((rank.straggler || rank.gpu_straggler) && rank.state == RankState::running) return kYellow + line + kReset;
   return line;
+}
+
+/// The status line's GPU part, "" when no rank has a GPU: each rank's shown GPU utilisation (min,
+/// median and max past kStepsListed ranks), the GPU stragglers, the ranks whose GPU has a problem,
+/// and the node's gpu_note.
+std::string gpu_summary(const NodeStatus& node) {
+  std::string text;
+  std::vector<std::pair<int, double>> known;  // rank, utilisation
+  bool any = false;
+  std::string listed;
+  for (const RankStatus& rank : node.ranks) {
+    const RankGpu* gpu = shown_gpu(rank);
+    if (gpu == nullptr) continue;
+    any = true;
+    const auto util = gpu->problem.empty() ? gpu->utilisation_percent : std::nullopt;
+    listed += fmt::format(" {}:{}", rank.rank, util ? fmt::format("{}%", *util) : "-");
+    if (util) known.emplace_back(rank.rank, *util);
+  }
+  if (any) {
+    if (node.ranks.size() <= kStepsListed) {
+      text += "; gpu" + listed;
+    } else if (known.empty()) {
+      text += "; gpu -";
+    } else {
+      auto by_util = [](const auto& a, const auto& b) { return a.second < b.second; };
+      const auto lowest = *std::min_element(known.begin(), known.end(), by_util);
+      const auto highest = *std::max_element(known.begin(), known.end(), by_util);
+      std::vector<double> values;
+      for (const auto& entry : known) values.push_back(entry.second);
+      text += fmt::format("; gpu min {:.0f}% (rank {}), median {:.0f}%, max {:.0f}% (rank {})", lowest.second,
+                          lowest.first, median_of(values), highest.second, highest.first);
+    }
+  }
+  std::string stragglers;
+  std::string problems;
+  for (const RankStatus& rank : node.ranks) {
+    if (rank.gpu_straggler && rank.state == RankState::running) {
+      stragglers += (stragglers.empty() ? "" : ",") + std::to_string(rank.rank);
+    }
+    if (gpu_problem(rank)) {
+      problems += (problems.empty() ? "" : ",") + std::to_string(rank.rank) + ":" + gpu_problem_word(shown_gpu(rank)->problem);
+    }
+  }
+  if (!stragglers.empty()) text += "; gpu stragglers: " + stragglers;
+  if (!problems.empty()) text += "; gpu problems: " + problems;
+  if (!node.gpu_note.empty()) text += "; gpu: " + terminal_safe_line(node.gpu_note);
+  return text;
 }
 
 }  // namespace
@@ -112,13 +209,64 @@ std::string format_age(double seconds) {
 
 std::string shown_state(const RankStatus& rank) {
   if (rank.state == RankState::running && rank.straggler) return "straggler";
+  if (rank.state == RankState::running && rank.gpu_straggler) return "gpu straggler";
   return rank_state_name(rank.state);
+}
+
+const RankGpu* shown_gpu(const RankStatus& rank) {
+  if (rank.gpus.empty()) return nullptr;
+  const bool holds_any = std::any_of(rank.gpus.begin(), rank.gpus.end(),
+                                     [](const RankGpu& gpu) { return gpu.own_memory_bytes.value_or(0) > 0; });
+  const RankGpu* first = nullptr;
+  for (const RankGpu& gpu : rank.gpus) {
+    if (holds_any && gpu.own_memory_bytes.value_or(0) == 0) continue;
+    if (!gpu.problem.empty()) return &gpu;
+    if (first == nullptr) first = &gpu;
+  }
+  return first;
+}
+
+std::string gpu_problem_word(const std::string& problem) {
+  // gpu_state.cpp's reasons name NVML's code where there is one; the others by their words.
+  const std::pair<const char*, const char*> words[] = {{"GPU_IS_LOST", "LOST"},
+                                                       {"RESET_REQUIRED", "RESET"},
+                                                       {"retired memory pages", "RETIRED"},
+                                                       {"ECC", "ECC"},
+                                                       {"remapping", "REMAP"}};
+  for (const auto& [needle, word] : words) {
+    if (problem.find(needle) != std::string::npos) return word;
+  }
+  return "UNHEALTHY";
+}
+
+std::string gpu_cell(const RankStatus& rank) {
+  const RankGpu* gpu = shown_gpu(rank);
+  if (gpu == nullptr) return {};
+  std::string cell;
+  if (!gpu->problem.empty()) {
+    cell = gpu_problem_word(gpu->problem);
+  } else {
+    auto part = [](const auto& value, auto show) { return value ? show(*value) : std::string("-"); };
+    cell = part(gpu->utilisation_percent, [](unsigned int v) { return fmt::format("{}%", v); });
+    if (gpu->memory_used_bytes || gpu->memory_total_bytes) {
+      cell += " " + part(gpu->memory_used_bytes, gib) + "/" + part(gpu->memory_total_bytes, gib) + "G";
+    } else {
+      cell += " -";
+    }
+    cell += " " + part(gpu->temperature_c, [](unsigned int v) { return fmt::format("{}C", v); });
+    if (!gpu->throttle.empty()) cell += " thr";
+    if (gpu->xid_count > 0) cell += " xid" + (gpu->xids.empty() ? std::string() : std::to_string(gpu->xids.back()));
+  }
+  if (rank.gpus.size() > 1) cell += fmt::format(" +{}", rank.gpus.size() - 1);
+  return cell;
 }
 
 std::vector<std::string> render_status_block(const NodeStatus& node, std::size_t columns, std::size_t max_rows,
                                              bool color) {
-  max_rows = std::max<std::size_t>(max_rows, 3);
+  const bool note = !node.gpu_note.empty();
+  max_rows = std::max<std::size_t>(max_rows, note ? 4 : 3);
   const std::size_t width = columns > 1 ? columns - 1 : 1;
+  const BlockWidths widths = block_widths(node);
   std::vector<std::string> lines;
   bool any_rate = false;
   const double rate = node_samples_per_second(node, &any_rate);
@@ -126,13 +274,12 @@ std::vector<std::string> render_status_block(const NodeStatus& node, std::size_t
   if (any_rate) title += fmt::format("; {} samples/s", format_count(rate));
   if (node.restarts > 0) title += fmt::format("; {} restarts", node.restarts);
   lines.push_back(fit_to_width(color ? kBold + title + kReset : title, width));
-  lines.push_back(fit_to_width(fmt::format("{:>4} {:<10} {:>8} {:>10} {:>5} {:>7} {:>5}  {}", "rank", "state", "step",
-                                           "samples/s", "cpu%", "rss", "out", "text"),
-                               width));
+  lines.push_back(fit_to_width(
+      block_line(widths, "rank", "state", "step", "samples/s", "cpu%", "rss", "gpu", "out", "text"), width));
 
   // Which ranks get a line: all when they fit, else those worth seeing first, then the lowest.
   std::vector<std::size_t> shown;
-  const std::size_t room = max_rows - 2;
+  const std::size_t room = max_rows - 2 - (note ? 1 : 0);
   if (node.ranks.size() <= room) {
     for (std::size_t i = 0; i < node.ranks.size(); ++i) shown.push_back(i);
   } else {
@@ -145,9 +292,14 @@ std::vector<std::string> render_status_block(const NodeStatus& node, std::size_t
     }
     std::sort(shown.begin(), shown.end());
   }
-  for (std::size_t i : shown) lines.push_back(fit_to_width(rank_line(node.ranks[i], color), width));
+  for (std::size_t i : shown) lines.push_back(fit_to_width(rank_line(node.ranks[i], widths, color), width));
   if (shown.size() < node.ranks.size()) {
     lines.push_back(fit_to_width(fmt::format("   ... {} more ranks", node.ranks.size() - shown.size()), width));
+  }
+  if (note) {
+    // Why the gpu column is missing or old: a stalled driver must not pass for an idle GPU.
+    const std::string line = "gpu: " + terminal_safe_line(node.gpu_note);
+    lines.push_back(fit_to_width(color ? kYellow + line + kReset : line, width));
   }
   return lines;
 }
@@ -191,6 +343,7 @@ std::string render_status_line(const NodeStatus& node) {
     if (rank.straggler && rank.state == RankState::running) stragglers += (stragglers.empty() ? "" : ",") + std::to_string(rank.rank);
   }
   if (!stragglers.empty()) line += "; stragglers: " + stragglers;
+  line += gpu_summary(node);
   return line;
 }
 
