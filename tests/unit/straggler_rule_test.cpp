@@ -72,6 +72,32 @@ TEST(StragglerRule, Table) {
   for (const auto& c : cases) EXPECT_EQ(run(c.samples, settings).back(), c.last) << c.name;
 }
 
+// The GPU straggler rule's settings (kGpuStragglerSettings): a rank's GPU utilisation below half
+// the median, while the median is above 30 % (the others work), with two ranks enough.
+TEST(StragglerRule, GpuUtilisationTable) {
+  struct Case {
+    const char* name;
+    Rates sample;  ///< repeated for the rule's persistence
+    std::vector<bool> last;
+  };
+  const std::vector<Case> cases{
+      {"one idle GPU beside a busy one", {95.0, 2.0}, {false, true}},
+      {"all busy", {95.0, 90.0, 97.0}, {false, false, false}},
+      {"all idle (waiting on I/O) names nobody", {5.0, 0.0, 3.0}, {false, false, false}},
+      {"the median at the floor names nobody", {30.0, 30.0, 1.0}, {false, false, false}},
+      {"just above half the median is not behind", {80.0, 80.0, 41.0}, {false, false, false}},
+      {"just below is", {80.0, 80.0, 39.0}, {false, false, true}},
+      {"a rank without GPU figures is not judged", {95.0, std::nullopt, 2.0}, {false, false, true}},
+  };
+  for (const auto& c : cases) {
+    std::vector<Rates> samples(static_cast<std::size_t>(kGpuStragglerSettings.persistence), c.sample);
+    EXPECT_EQ(run(samples, kGpuStragglerSettings).back(), c.last) << c.name;
+    // One sample short of the persistence names nobody.
+    samples.pop_back();
+    EXPECT_EQ(run(samples, kGpuStragglerSettings).back(), std::vector<bool>(c.last.size(), false)) << c.name;
+  }
+}
+
 TEST(StragglerRule, OtherNodesRanksSetTheLineButAreNeverNamed) {
   struct Case {
     const char* name;

@@ -19,6 +19,10 @@ using rendezvous::EndKind;
 using rendezvous::RoundEnd;
 
 constexpr const char* kSelf = "self-1";
+/// The GPU gate's refusal (devices/gpu_gate_rule.hpp), a StartFailed with node_unfit.
+constexpr const char* kGpuRefusal =
+    "GPU 1 (GPU-00000001-0000-0000-0000-000000000000, bus 00000000:11:00.0) has fallen off the bus or is "
+    "inaccessible (NVML: GPU_IS_LOST): no worker started (--gpu-health off starts them anyway)";
 
 WorkerExit exit_of(int local_rank, int exitcode, int stop_signal_sent = 0, bool kill_sent = false) {
   WorkerExit exit;
@@ -88,6 +92,7 @@ SupervisorEvent event_named(const std::string& name) {
   if (name == "exit-by-our-stop") return event::WorkerExited{exit_of(0, -SIGTERM, SIGTERM), 0};
   if (name == "reap-batch-done") return event::ReapBatchDone{};
   if (name == "start-failed") return event::StartFailed{"cannot start local rank 0: fork failed"};
+  if (name == "start-failed-gpu") return event::StartFailed{kGpuRefusal, true};
   if (name == "sigint") return event::StopSignal{SIGINT};
   if (name == "group-done") return event::GroupDone{};
   if (name == "round-formed") return event::RoundFormed{decision(5, 1)};
@@ -133,6 +138,15 @@ using P = Phase;
 void no_restart_left(SupervisorState& s) { s.restart_count = s.max_restarts; }
 void start_error(SupervisorState& s) { s.start_error = "cannot start local rank 0: fork failed"; }
 void group_gone(SupervisorState& s) { s.group_running = false; }
+// The GPU gate refused the start: this node cannot run workers, another might.
+void gpu_refused(SupervisorState& s) {
+  s.start_error = kGpuRefusal;
+  s.start_error_node_unfit = true;
+}
+void gpu_refused_elastic(SupervisorState& s) {
+  gpu_refused(s);
+  s.elastic = true;
+}
 void not_in_a_round(SupervisorState& s) { s.round.reset(); }
 void fatal_here_known(SupervisorState& s) {
   s.round_end = RoundEnd{EndKind::fatal, kSelf, "rank 1 failed on node hostA (10.0.0.1) (exit code 3)"};
@@ -190,6 +204,26 @@ TEST(SupervisorTable, EveryRow) {
     EXPECT_EQ(phase_name(state.phase), std::string(phase_name(row.after)))
         << (row.multi ? "multi" : "single") << ", " << phase_name(row.phase) << ", " << row.event;
   }
+}
+
+// A refused start's flag is carried from the event to the end of the group: an elastic node
+// leaves (the others go on without it), a static one fails the job as any start failure does.
+TEST(SupervisorGpuRefusal, AnElasticNodeLeavesAStaticOneFailsTheJob) {
+  for (bool elastic : {true, false}) {
+    SupervisorState state = fixture(P::running, multi);
+    state.elastic = elastic;
+    EXPECT_EQ(run(state, "start-failed-gpu"), "kill");
+    EXPECT_TRUE(state.start_error_node_unfit);
+    const std::string end = run(state, "group-done");
+    EXPECT_EQ(end, elastic ? std::string("print(") + kGpuRefusal + ") | leave(left: node hostA (10.0.0.1) left: " + kGpuRefusal + ")"
+                           : std::string("print(") + kGpuRefusal + ") | linger | leave(fatal: node hostA (10.0.0.1) could not start its workers: " + kGpuRefusal + ")")
+        << (elastic ? "elastic" : "static");
+    EXPECT_EQ(state.leave_status, 1);
+  }
+  // A single node: exit 1, whatever restarts are left (a lost GPU fails every attempt).
+  SupervisorState single_node = fixture(P::running, single);
+  EXPECT_EQ(run(single_node, "start-failed-gpu"), "kill");
+  EXPECT_EQ(run(single_node, "group-done"), std::string("print(") + kGpuRefusal + ") | finish(1)");
 }
 
 /// The event kinds (variant alternatives) and phases every table must cover.
