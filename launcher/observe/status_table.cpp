@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "launcher/observe/status_render.hpp"
 #include "launcher/base/terminal_safe.hpp"
@@ -28,6 +29,28 @@ std::string number(double value, const char* format) {
 struct Row {
   std::vector<std::string> cells;
 };
+
+/// The lines under the table: each unhealthy GPU of a node once (several ranks may see it), with
+/// its whole reason, then the node's gpu_note. Both are a node's text: made terminal-safe.
+std::string gpu_lines(const std::vector<NodeStatus>& nodes) {
+  std::string out;
+  for (const auto& node : nodes) {
+    std::set<unsigned int> said;
+    for (const auto& rank : node.ranks) {
+      for (const auto& gpu : rank.gpus) {
+        if (gpu.problem.empty() || !said.insert(gpu.index).second) continue;
+        out += "node " + std::to_string(node.node_rank) + ": GPU " + std::to_string(gpu.index) + " (" +
+               (gpu.uuid.empty() ? std::string("uuid unknown") : terminal_safe_line(gpu.uuid)) + ", " +
+               (gpu.bus_id.empty() ? std::string("bus unknown") : "bus " + terminal_safe_line(gpu.bus_id)) + ") " +
+               terminal_safe_line(gpu.problem) + "\n";
+      }
+    }
+  }
+  for (const auto& node : nodes) {
+    if (!node.gpu_note.empty()) out += "node " + std::to_string(node.node_rank) + ": gpu: " + terminal_safe_line(node.gpu_note) + "\n";
+  }
+  return out;
+}
 
 /// Columns padded to their widest cell: right-aligned but for those named in `left`; the last
 /// column is not padded.
@@ -75,11 +98,22 @@ std::string format_status_table(const JobStatus& job, double now, const std::str
   }
   if (rank_count == 0) return out + "no workers running\n";
 
+  std::vector<std::pair<const NodeStatus*, const RankStatus*>> ranks;
+  bool gpus = false;
+  for (const auto& node : job.nodes) {
+    for (const auto& rank : node.ranks) {
+      ranks.emplace_back(&node, &rank);
+      gpus = gpus || !rank.gpus.empty();
+    }
+  }
+  // The gpu column (after rss) only when some rank has a GPU: a job on CPUs looks as it did.
+  constexpr std::size_t kGpuColumn = 9;
   std::vector<Row> rows;
   rows.push_back({{"rank", "node", "local", "pid", "state", "step", "samples/s", "cpu%", "rss", "out", "text"}});
-  std::vector<std::pair<const NodeStatus*, const RankStatus*>> ranks;
-  for (const auto& node : job.nodes) {
-    for (const auto& rank : node.ranks) ranks.emplace_back(&node, &rank);
+  std::vector<bool> left{false, false, false, false, true, false, false, false, false, false, true};
+  if (gpus) {
+    rows[0].cells.insert(rows[0].cells.begin() + kGpuColumn, "gpu");
+    left.insert(left.begin() + kGpuColumn, true);
   }
   std::sort(ranks.begin(), ranks.end(), [](const auto& a, const auto& b) { return a.second->rank < b.second->rank; });
   for (const auto& [node, rank] : ranks) {
@@ -93,8 +127,12 @@ std::string format_status_table(const JobStatus& job, double now, const std::str
                      progress ? format_count(progress->samples_per_second) : "-", number(rank->cpu_percent, "%.0f%%"),
                      format_bytes(rank->rss_bytes), format_age(rank->output_age_seconds),
                      progress ? terminal_safe_line(progress->text) : ""}});
+    if (gpus) {
+      const std::string cell = gpu_cell(*rank);
+      rows.back().cells.insert(rows.back().cells.begin() + kGpuColumn, cell.empty() ? "-" : cell);
+    }
   }
-  return out + layout(rows, {false, false, false, false, true, false, false, false, false, false, true});
+  return out + layout(rows, left) + gpu_lines(job.nodes);
 }
 
 std::string format_stacks(const std::vector<RankStacks>& ranks, const std::vector<std::string>& digest) {

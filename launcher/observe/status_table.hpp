@@ -7,6 +7,11 @@
 ///   node 0 (host-a): attempt 0, sampled 0.4s ago
 ///   rank  node  local    pid  state       step  samples/s  cpu%     rss   out  text
 ///      0     0      0  41213  running     1204       9.6k   99%   12.3M    0s  epoch 1 loss 0.31
+///
+/// When a rank has GPUs, a "gpu" column after rss (status_render.hpp's gpu_cell), and under the
+/// table each unhealthy GPU once per node with its whole reason, then each node's gpu_note:
+///   node 0: GPU 2 (GPU-8932f937-..., bus 00000000:3B:00.0) has fallen off the bus or is inaccessible (...)
+///   node 1: gpu: NVML stalled: nvmlDeviceGetUtilizationRates has not returned for 2.0 s
 #include <string>
 #include <vector>
 

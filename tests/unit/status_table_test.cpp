@@ -1,4 +1,5 @@
-// What `ddprun status` and `ddprun stacks` print, to the character.
+// What `ddprun status` and `ddprun stacks` print, to the character: with GPUs, their column (only
+// then), each unhealthy GPU once per node with its reason, and the gpu note, made terminal-safe.
 #include <gtest/gtest.h>
 
 #include "launcher/observe/status_table.hpp"
@@ -41,6 +42,42 @@ TEST(StatusTable, ARowPerRankEveryNode) {
       "   1     0      1  41214  failed (-9)     -          -    0%     0B    -\n"
       "   2     1      0      7  straggler    1204       9.6k   99%  12.3M   0s  bell^G and newline ^[[31mred\n";
   EXPECT_EQ(format_status_table(two_nodes(), 1002.4, "run job7 (pid 1, /logs)"), expected);
+}
+
+TEST(StatusTable, AGpuColumnAndTheGpuLinesUnderTheTable) {
+  JobStatus job = two_nodes();
+  NodeStatus& b = job.nodes[0];
+  NodeStatus& a = job.nodes[1];
+  RankGpu gpu;
+  gpu.index = 0;
+  gpu.uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
+  gpu.bus_id = "00000000:3B:00.0";
+  gpu.utilisation_percent = 97;
+  gpu.memory_used_bytes = 61ull << 30;
+  gpu.memory_total_bytes = 80ull << 30;
+  gpu.temperature_c = 71;
+  RankGpu lost;
+  lost.index = 1;
+  lost.bus_id = "00000000:5E:00.0";
+  lost.problem = "has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST)";
+  // Rank 0 sees both and works on GPU 0; rank 1 (failed) sees the lost one too; rank 2 has none.
+  gpu.own_memory_bytes = 60ull << 30;
+  a.ranks[0].gpus = {gpu, lost};
+  a.ranks[1].gpus = {lost};
+  a.gpu_note = "NVML stalled: nvmlDeviceGetUtilizationRates has not returned for \x1b[31m2.0 s";
+  b.ranks[0].gpu_straggler = true;
+  b.ranks[0].straggler = false;
+  const std::string expected =
+      "run job7 (pid 1, /logs): world size 3, 2 nodes; restarts 1, hangs 2\n"
+      "node 1 (host-b): attempt 1, not sampled yet\n"
+      "node 0 (host-a): attempt 1, sampled 2s ago\n"
+      "rank  node  local    pid  state          step  samples/s  cpu%    rss  gpu                out  text\n"
+      "   0     0      0  41213  running        1204       9.6k   99%  12.3M  97% 61/80G 71C +1   0s  epoch 1 loss 0.31\n"
+      "   1     0      1  41214  failed (-9)       -          -    0%     0B  LOST                 -\n"
+      "   2     1      0      7  gpu straggler  1204       9.6k   99%  12.3M  -                   0s  bell^G and newline ^[[31mred\n"
+      "node 0: GPU 1 (uuid unknown, bus 00000000:5E:00.0) has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST)\n"
+      "node 0: gpu: NVML stalled: nvmlDeviceGetUtilizationRates has not returned for ^[[31m2.0 s\n";
+  EXPECT_EQ(format_status_table(job, 1002.4, "run job7 (pid 1, /logs)"), expected);
 }
 
 TEST(StatusTable, WarmInterpretersUnderTheirNode) {
