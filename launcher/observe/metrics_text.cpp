@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <optional>
+#include <set>
 #include <vector>
 
 namespace ddprun::launcher {
@@ -58,6 +59,28 @@ struct RankRef {
   const RankStatus* rank;
   std::string labels;
 };
+
+/// One GPU of one rank, with the rank's labels and its own: NVML's index and the UUID (the name
+/// that outlives an index).
+struct GpuRef {
+  const RankGpu* gpu;
+  std::string labels;
+};
+
+/// Each rank's GPUs, each index once per rank (a repeated one, from a peer's status, would repeat
+/// a series, which a scrape refuses).
+std::vector<GpuRef> gpu_refs(const std::vector<RankRef>& ranks) {
+  std::vector<GpuRef> gpus;
+  for (const auto& ref : ranks) {
+    std::set<unsigned int> seen;
+    for (const RankGpu& gpu : ref.rank->gpus) {
+      if (!seen.insert(gpu.index).second) continue;
+      gpus.push_back({&gpu, ref.labels + ",gpu=\"" + std::to_string(gpu.index) + "\",uuid=\"" +
+                                escape_label_value(gpu.uuid) + "\""});
+    }
+  }
+  return gpus;
+}
 
 }  // namespace
 
@@ -136,6 +159,61 @@ std::string metrics_text(const JobStatus& job, const EndpointCounters& counters)
            [](const RankStatus& r) -> std::optional<double> {
              if (r.state == RankState::starting || r.state == RankState::running) return std::nullopt;
              return r.exitcode;
+           });
+
+  // The GPUs each rank sees (NVML's values): a value NVML did not give has no sample, never 0.
+  const std::vector<GpuRef> gpus = gpu_refs(ranks);
+  auto per_gpu = [&](std::string_view name, std::string_view type, std::string_view help,
+                     const std::function<std::optional<double>(const RankGpu&)>& value) {
+    out.family(name, type, help);
+    for (const auto& ref : gpus) {
+      if (auto v = value(*ref.gpu)) out.sample(ref.labels, *v);
+    }
+  };
+  auto known = [](auto pick) {
+    return [pick](const RankGpu& gpu) -> std::optional<double> {
+      const auto& value = pick(gpu);
+      if (!value) return std::nullopt;
+      return static_cast<double>(*value);
+    };
+  };
+  per_gpu("ddprun_rank_gpu_utilization_ratio", "gauge",
+          "Fraction of the driver's last sample period (1/6 s to 1 s) in which a kernel ran on the GPU (NVML).",
+          [](const RankGpu& gpu) -> std::optional<double> {
+            if (!gpu.utilisation_percent) return std::nullopt;
+            return *gpu.utilisation_percent / 100.0;
+          });
+  per_gpu("ddprun_rank_gpu_memory_used_bytes", "gauge", "GPU memory used by every process on the GPU (NVML).",
+          known([](const RankGpu& gpu) { return gpu.memory_used_bytes; }));
+  per_gpu("ddprun_rank_gpu_memory_total_bytes", "gauge", "The GPU's memory (NVML).",
+          known([](const RankGpu& gpu) { return gpu.memory_total_bytes; }));
+  per_gpu("ddprun_rank_gpu_own_memory_bytes", "gauge",
+          "GPU memory held by the rank's own process tree on the GPU (NVML's process list).",
+          known([](const RankGpu& gpu) { return gpu.own_memory_bytes; }));
+  per_gpu("ddprun_rank_gpu_temperature_celsius", "gauge", "The GPU die's temperature (NVML).",
+          known([](const RankGpu& gpu) { return gpu.temperature_c; }));
+  per_gpu("ddprun_rank_gpu_power_watts", "gauge", "The GPU's power draw (NVML).",
+          known([](const RankGpu& gpu) { return gpu.power_watts; }));
+  out.family("ddprun_rank_gpu_throttled", "gauge", "1 for each clock throttle reason active on the GPU (NVML).");
+  for (const auto& ref : gpus) {
+    std::set<std::string> said;
+    for (const std::string& reason : ref.gpu->throttle) {
+      if (said.insert(reason).second) out.sample(ref.labels + ",reason=\"" + escape_label_value(reason) + "\"", 1);
+    }
+  }
+  per_gpu("ddprun_rank_gpu_uncorrectable_ecc_errors", "gauge",
+          "Uncorrectable ECC errors on the GPU since the driver loaded (NVML, volatile).",
+          known([](const RankGpu& gpu) { return gpu.uncorrectable_ecc_errors; }));
+  per_gpu("ddprun_rank_gpu_xids_total", "counter", "Xid critical errors on the GPU since ddprun began watching it.",
+          [](const RankGpu& gpu) -> std::optional<double> { return static_cast<double>(gpu.xid_count); });
+  per_gpu("ddprun_rank_gpu_healthy", "gauge",
+          "0 when the GPU has a health problem (lost, needs a reset, ECC, pages or rows pending), else 1.",
+          [](const RankGpu& gpu) -> std::optional<double> { return gpu.problem.empty() ? 1 : 0; });
+  per_rank("ddprun_rank_gpu_straggler", "gauge",
+           "1 when the utilisation of the rank's GPUs is persistently far below the other ranks'.",
+           [](const RankStatus& r) -> std::optional<double> {
+             if (r.gpus.empty()) return std::nullopt;
+             return r.gpu_straggler ? 1 : 0;
            });
 
   out.family("ddprun_rank_state", "gauge", "1 for the rank's current state, 0 for the others.");

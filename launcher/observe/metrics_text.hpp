@@ -1,7 +1,8 @@
 #pragma once
 /// The job's status in Prometheus' text exposition format (version 0.0.4), what the status
 /// endpoint serves on /metrics: per rank its step, rates, CPU, memory, output age, state and
-/// straggler flag; per node its restarts and hangs; and the endpoint's own counters. Pure: a
+/// straggler flag, and per GPU it sees NVML's values (labels gpu, NVML's index, and uuid); per
+/// node its restarts and hangs; and the endpoint's own counters. Pure: a
 /// JobStatus in, text out. Names follow Prometheus' conventions (base units, `_total` on
 /// counters), so that `promtool check metrics` accepts them.
 #include <cstdint>
@@ -21,7 +22,7 @@ struct EndpointCounters {
 
 /// Every metric, each family once with its HELP and TYPE lines, samples labelled by
 /// node, host, rank and local_rank. A rank that never reported progress has no step or rate
-/// samples (absent, not zero). Ends with a newline.
+/// samples, and a GPU value NVML did not give has no sample (absent, not zero). Ends with a newline.
 std::string metrics_text(const JobStatus& job, const EndpointCounters& counters);
 
 /// `value` as a label value: backslash, double quote and newline escaped (\\ \" \n).

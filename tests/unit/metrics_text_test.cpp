@@ -1,5 +1,6 @@
 // Prometheus text of a job's status: escaping and number spelling by table, and the exposition's
-// shape (each family once, HELP and TYPE first, absent values absent, labels as given).
+// shape (each family once, HELP and TYPE first, absent values absent, labels as given). A GPU's
+// series carry its index and UUID; what NVML did not give has no series (never 0); promtool accepts it.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -169,6 +170,104 @@ TEST(MetricsText, EveryFamilyOnceWithItsSamples) {
   }
 }
 
+/// two_ranks() with GPUs: rank 0 works on a busy GPU 3 and sees a lost GPU 5; rank 1 sees a
+/// GeForce board that tells nothing (NOT_SUPPORTED everywhere) and is a GPU straggler.
+JobStatus with_gpus() {
+  JobStatus job = two_ranks();
+  RankGpu busy;
+  busy.index = 3;
+  busy.uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
+  busy.bus_id = "00000000:3B:00.0";
+  busy.utilisation_percent = 97;
+  busy.memory_used_bytes = 65'498'251'264ull;
+  busy.memory_total_bytes = 85'899'345'920ull;
+  busy.own_memory_bytes = 64'424'509'440ull;
+  busy.temperature_c = 71;
+  busy.power_watts = 612.5;
+  busy.throttle = {"SwPowerCap", "HwThermalSlowdown", "SwPowerCap"};  // a repeat (a peer's) said once
+  busy.uncorrectable_ecc_errors = 0;
+  busy.xid_count = 2;
+  busy.xids = {13, 79};
+  RankGpu lost;
+  lost.index = 5;
+  lost.uuid = "GPU-\"odd\"";
+  lost.problem = "has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST)";
+  RankGpu geforce;
+  geforce.index = 0;
+  auto& ranks = job.nodes[0].ranks;
+  ranks[0].gpus = {busy, lost, busy};  // a repeated index (a peer's) is one series
+  ranks[1].gpus = {geforce};
+  ranks[1].gpu_straggler = true;
+  return job;
+}
+
+TEST(MetricsText, EachGpuOfEachRankWithItsIndexAndUuid) {
+  const std::string text = metrics_text(with_gpus(), EndpointCounters{});
+  const Parsed parsed = parse(text);
+  const std::string r0 = R"(node="0",host="host \"a\"",rank="0",local_rank="0")";
+  const std::string r1 = R"(node="0",host="host \"a\"",rank="1",local_rank="1")";
+  const std::string busy = r0 + R"(,gpu="3",uuid="GPU-8932f937-d72c-4106-c12f-20bd9faed9f6")";
+  const std::string lost = r0 + R"(,gpu="5",uuid="GPU-\"odd\"")";
+  const std::string geforce = r1 + R"(,gpu="0",uuid="")";
+  const struct {
+    std::string key;
+    std::string value;  ///< empty: the sample must be absent
+  } rows[] = {
+      {"ddprun_rank_gpu_utilization_ratio{" + busy + "}", "0.97"},
+      {"ddprun_rank_gpu_memory_used_bytes{" + busy + "}", "65498251264"},
+      {"ddprun_rank_gpu_memory_total_bytes{" + busy + "}", "85899345920"},
+      {"ddprun_rank_gpu_own_memory_bytes{" + busy + "}", "64424509440"},
+      {"ddprun_rank_gpu_temperature_celsius{" + busy + "}", "71"},
+      {"ddprun_rank_gpu_power_watts{" + busy + "}", "612.5"},
+      {"ddprun_rank_gpu_throttled{" + busy + ",reason=\"SwPowerCap\"}", "1"},
+      {"ddprun_rank_gpu_throttled{" + busy + ",reason=\"HwThermalSlowdown\"}", "1"},
+      {"ddprun_rank_gpu_throttled{" + busy + ",reason=\"HwSlowdown\"}", ""},  // not active: no series
+      {"ddprun_rank_gpu_uncorrectable_ecc_errors{" + busy + "}", "0"},  // known zero: 0
+      {"ddprun_rank_gpu_xids_total{" + busy + "}", "2"},
+      {"ddprun_rank_gpu_healthy{" + busy + "}", "1"},
+      {"ddprun_rank_gpu_healthy{" + lost + "}", "0"},
+      {"ddprun_rank_gpu_xids_total{" + lost + "}", "0"},
+      {"ddprun_rank_gpu_straggler{" + r0 + "}", "0"},
+      {"ddprun_rank_gpu_straggler{" + r1 + "}", "1"},
+      // Unknown (NOT_SUPPORTED, NO_PERMISSION, a lost GPU): absent, never 0.
+      {"ddprun_rank_gpu_utilization_ratio{" + geforce + "}", ""},
+      {"ddprun_rank_gpu_memory_used_bytes{" + geforce + "}", ""},
+      {"ddprun_rank_gpu_memory_total_bytes{" + geforce + "}", ""},
+      {"ddprun_rank_gpu_own_memory_bytes{" + geforce + "}", ""},
+      {"ddprun_rank_gpu_temperature_celsius{" + geforce + "}", ""},
+      {"ddprun_rank_gpu_power_watts{" + geforce + "}", ""},
+      {"ddprun_rank_gpu_uncorrectable_ecc_errors{" + geforce + "}", ""},
+      {"ddprun_rank_gpu_utilization_ratio{" + lost + "}", ""},
+      {"ddprun_rank_gpu_temperature_celsius{" + lost + "}", ""},
+      {"ddprun_rank_gpu_healthy{" + geforce + "}", "1"},
+      {"ddprun_rank_gpu_xids_total{" + geforce + "}", "0"},
+  };
+  for (const auto& row : rows) {
+    auto it = parsed.samples.find(row.key);
+    if (row.value.empty()) {
+      EXPECT_EQ(it, parsed.samples.end()) << row.key << " should be absent";
+    } else {
+      ASSERT_NE(it, parsed.samples.end()) << row.key << " missing in\n" << text;
+      EXPECT_EQ(it->second, row.value) << row.key;
+    }
+  }
+  // Every GPU series of the busy GPU once: parse() refuses a repeat, and this counts them.
+  std::size_t busy_series = 0;
+  for (const auto& [key, value] : parsed.samples) busy_series += key.find(busy) != std::string::npos;
+  EXPECT_EQ(busy_series, 11u) << "8 values, 2 throttle reasons, 1 health";
+  EXPECT_EQ(parsed.types.at("ddprun_rank_gpu_xids_total"), "counter");
+  EXPECT_EQ(parsed.types.at("ddprun_rank_gpu_utilization_ratio"), "gauge");
+}
+
+TEST(MetricsText, RanksWithoutGpusHaveNoGpuSeries) {
+  const std::string text = metrics_text(two_ranks(), EndpointCounters{});
+  const Parsed parsed = parse(text);
+  for (const auto& [key, value] : parsed.samples) {
+    EXPECT_EQ(key.find("_gpu_"), std::string::npos) << key;
+  }
+  EXPECT_TRUE(parsed.types.count("ddprun_rank_gpu_utilization_ratio")) << "declared all the same";
+}
+
 TEST(MetricsText, AJobWithoutNodesStillDeclaresItsFamilies) {
   const Parsed parsed = parse(metrics_text(JobStatus{}, EndpointCounters{}));
   EXPECT_TRUE(parsed.types.count("ddprun_rank_step"));
@@ -194,9 +293,11 @@ TEST(MetricsText, PromtoolAcceptsIt) {
   if (::access("/usr/bin/promtool", X_OK) != 0) {
     GTEST_SKIP() << "promtool is not installed (Debian's prometheus package; scripts/setup.sh --tests installs it)";
   }
-  auto [status, output] = promtool_check(metrics_text(two_ranks(), EndpointCounters{7, 3, 2}));
-  EXPECT_EQ(status, 0) << output;
-  EXPECT_EQ(output, "") << "promtool's lint found something";
+  for (const JobStatus& job : {two_ranks(), with_gpus()}) {
+    auto [status, output] = promtool_check(metrics_text(job, EndpointCounters{7, 3, 2}));
+    EXPECT_EQ(status, 0) << output;
+    EXPECT_EQ(output, "") << "promtool's lint found something";
+  }
   // The check can fail: a counter without _total is refused.
   auto bad = promtool_check("# HELP x_count a\n# TYPE x_count counter\nx_count 1\n");
   EXPECT_NE(bad.first, 0) << bad.second;
