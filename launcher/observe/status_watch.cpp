@@ -168,8 +168,9 @@ void StatusWatch::note_gpu_stragglers(const NodeStatus& node) {
 }
 
 void StatusWatch::note_gpu_note(const NodeStatus& node) {
-  if (node.gpu_note == gpu_note_said_) return;
-  // A stall is said when it begins and when it ends, not at every sample in between.
+  // A stall is said when it begins and when it ends, not at every sample in between (its text
+  // changes with each: "has not returned for 2.6 s", then 2.8 s).
+  if (node.gpu_note.empty() == gpu_note_said_.empty()) return;
   if (!node.gpu_note.empty()) {
     print_line("GPU state: " + node.gpu_note + "; the GPU fields keep their last values");
   } else {
