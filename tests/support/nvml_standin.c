@@ -3,11 +3,12 @@
  * Built as build/tests/nvml_standin/libnvidia-ml.so.1; ddprun loads it through
  * DDPRUN_NVML_LIBRARY=/path/to/libnvidia-ml.so.1. It exports exactly the NVML calls ddprun makes,
  * with NVML's prototypes (types defined here with the documented layouts; no nvml.h), and answers
- * them as NVML documents, error codes included (see /work/notes/nvml-facts.md, from nvml.h API 13).
+ * them as NVML documents, error codes included (docs/design/nvml-facts.md, from nvml.h API 13).
  *
- * THE CONTROL FILE. Its path is in the environment variable DDPRUN_NVML_STANDIN. It is read again
- * at every call that needs device data, so a test may change the answers while ddprun runs: write
- * a new file and rename(2) it over the old one. A missing file, or one without gpu lines, means no
+ * THE CONTROL FILE. Its path is in the environment variable DDPRUN_NVML_STANDIN. Every call that
+ * needs device data looks at it again (a stat; it is parsed again when it changed), so a test may
+ * change the answers while ddprun runs: write a new file and rename(2) it over the old one (or
+ * append to it; a rewrite in place that keeps the size within one file-time tick may go unseen). A missing file, or one without gpu lines, means no
  * GPU. One directive per line; words are separated by blanks; a value may be "double quoted";
  * `#` starts a comment line; unknown lines and unknown keys are ignored. Numbers are decimal or 0x
  * hex. N is an NVML device index; CALL is an exported function name; CODE is an nvmlReturn_t name
@@ -76,6 +77,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -166,6 +168,7 @@ struct config {
   unsigned int nevents;
   int init_error;
   char driver[80];
+  int refs;  /* the callers holding it, and the cache (load, release): read-only once loaded */
 };
 
 static const struct { nvmlReturn_t code; const char* name; const char* text; } codes[] = {
@@ -304,13 +307,12 @@ static void gpu_key(struct gpu* g, const char* key, const char* value) {
   else if (strcmp(key, "events") == 0) g->events = num(value), g->events_set = 1;
 }
 
-/* Reads the control file; NULL only when out of memory. */
-static struct config* load(void) {
+/* Parses the control file at `path`; NULL only when out of memory. */
+static struct config* parse_file(const char* path) {
   struct config* c = calloc(1, sizeof *c);
   if (c == NULL) return NULL;
   snprintf(c->driver, sizeof c->driver, "550.54.15");
   for (unsigned int i = 0; i < MAX_GPUS; ++i) gpu_defaults(&c->gpus[i], i);
-  const char* path = getenv("DDPRUN_NVML_STANDIN");
   FILE* f = path != NULL && *path != '\0' ? fopen(path, "re") : NULL;
   if (f == NULL) return c;
   char line[4096];
@@ -376,6 +378,58 @@ static struct config* load(void) {
   return c;
 }
 
+/* The last parse, shared while the file's identity and times stay the same, so that a call costs a
+ * stat(2) rather than a parse (a real driver answers in microseconds; the benchmarks of ddprun's
+ * GPU sampling must not measure this file's parser). A new file renamed over the old one, or any
+ * change of size or times, is parsed again at the next call. */
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct config* cached;  /* under cache_lock, holding one of its refs */
+static struct stat cached_stat;
+static char cached_path[4096];
+
+static int same_file(const struct stat* a, const struct stat* b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino && a->st_size == b->st_size &&
+         a->st_mtim.tv_sec == b->st_mtim.tv_sec && a->st_mtim.tv_nsec == b->st_mtim.tv_nsec &&
+         a->st_ctim.tv_sec == b->st_ctim.tv_sec && a->st_ctim.tv_nsec == b->st_ctim.tv_nsec;
+}
+
+/* Lets go of what load() returned. */
+static void release(struct config* c) {
+  if (c == NULL) return;
+  pthread_mutex_lock(&cache_lock);
+  const int last = --c->refs == 0;
+  pthread_mutex_unlock(&cache_lock);
+  if (last) free(c);
+}
+
+/* The control file's directives, read-only (release() it); NULL only when out of memory. */
+static struct config* load(void) {
+  const char* path = getenv("DDPRUN_NVML_STANDIN");
+  struct stat now;
+  const int known = path != NULL && *path != '\0' && strlen(path) < sizeof cached_path && stat(path, &now) == 0;
+  pthread_mutex_lock(&cache_lock);
+  if (known && cached != NULL && strcmp(path, cached_path) == 0 && same_file(&now, &cached_stat)) {
+    ++cached->refs;
+    pthread_mutex_unlock(&cache_lock);
+    return cached;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  struct config* c = parse_file(path);
+  if (c == NULL) return NULL;
+  c->refs = 1;
+  if (!known) return c;
+  pthread_mutex_lock(&cache_lock);
+  struct config* old = cached;
+  /* Stamped with the stat taken before the parse: a change during it is seen by the next call. */
+  cached = c;
+  ++c->refs;
+  cached_stat = now;
+  snprintf(cached_path, sizeof cached_path, "%s", path);
+  pthread_mutex_unlock(&cache_lock);
+  release(old);
+  return c;
+}
+
 /* The code an `error` line gives CALL on GPU gpu (-1: a call without a GPU), or SUCCESS. */
 static nvmlReturn_t injected(const struct config* c, const char* call, int gpu) {
   for (unsigned int i = 0; i < c->nerrors; ++i)
@@ -405,7 +459,7 @@ static void stall(const char* call) {
     int found = 0;
     for (unsigned int i = 0; i < c->nsleeps; ++i)
       if (strcmp(c->sleeps[i].call, call) == 0) { ms = c->sleeps[i].ms; found = 1; break; }
-    free(c);
+    release(c);
     if (!found) return;
     long long left = ms < 0 ? 20 : start + ms - now_ms();
     if (left <= 0) return;
@@ -454,7 +508,7 @@ static nvmlReturn_t begin(const char* call, nvmlDevice_t device, int args_ok, st
   if (i < 0 || (unsigned int)i >= c->count || !args_ok) rc = NVML_ERROR_INVALID_ARGUMENT;
   else if (c->gpus[i].lost) rc = NVML_ERROR_GPU_IS_LOST;
   else rc = injected(c, call, i);
-  if (rc != NVML_SUCCESS) { free(c); return rc; }
+  if (rc != NVML_SUCCESS) { release(c); return rc; }
   *out = c;
   *g = &c->gpus[i];
   return NVML_SUCCESS;
@@ -468,7 +522,7 @@ static nvmlReturn_t begin_global(const char* call, int args_ok, struct config** 
   struct config* c = load();
   if (c == NULL) return NVML_ERROR_MEMORY;
   nvmlReturn_t rc = injected(c, call, -1);
-  if (rc != NVML_SUCCESS) { free(c); return rc; }
+  if (rc != NVML_SUCCESS) { release(c); return rc; }
   *out = c;
   return NVML_SUCCESS;
 }
@@ -481,7 +535,7 @@ static nvmlReturn_t copy_string(const char* s, char* buf, unsigned int length) {
 }
 
 /* Returns rc (evaluated first: it may read c) after freeing the config c. */
-#define DONE(rc) do { nvmlReturn_t done_rc_ = (rc); free(c); return done_rc_; } while (0)
+#define DONE(rc) do { nvmlReturn_t done_rc_ = (rc); release(c); return done_rc_; } while (0)
 
 /* ---- init, shutdown, errors, system ---- */
 static nvmlReturn_t init(const char* call) {
@@ -489,7 +543,7 @@ static nvmlReturn_t init(const char* call) {
   struct config* c = load();
   if (c == NULL) return NVML_ERROR_MEMORY;
   nvmlReturn_t rc = c->init_error != NVML_SUCCESS ? c->init_error : injected(c, call, -1);
-  free(c);
+  release(c);
   if (rc != NVML_SUCCESS) return rc;
   pthread_mutex_lock(&lock);
   ++refcount;
@@ -835,7 +889,7 @@ EXPORT nvmlReturn_t nvmlEventSetWait_v2(nvmlEventSet_t set, nvmlEventData_t* dat
       if (rc == NVML_SUCCESS) rc = next_event(s, c, data) ? NVML_SUCCESS : NVML_ERROR_TIMEOUT;
     }
     pthread_mutex_unlock(&lock);
-    free(c);
+    release(c);
     long long left = deadline - now_ms();
     if (rc != NVML_ERROR_TIMEOUT || left <= 0) return rc;
     nap_ms(left < 10 ? left : 10);
