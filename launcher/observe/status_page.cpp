@@ -34,6 +34,12 @@ constexpr std::string_view kPage = R"HTML(<!DOCTYPE html>
   .state-stopped, .state-exited { color: var(--muted); } .state-starting { color: var(--warn); }
   tr.straggler td { background: rgba(245, 158, 11, 0.15); }
   tr.straggler td.rank::after { content: " straggler"; color: var(--warn); font-size: 12px; }
+  tr.gpu-straggler td { background: rgba(245, 158, 11, 0.15); }
+  tr.gpu-straggler td.rank::after { content: " gpu straggler"; color: var(--warn); font-size: 12px; }
+  td.gpu { font-family: ui-monospace, monospace; cursor: help; }
+  td.gpu.warn { color: var(--warn); } td.gpu.bad { color: var(--bad); font-weight: 600; }
+  table.no-gpu .gpu { display: none; }
+  #gpu-notes div { color: var(--warn); margin-top: 4px; }
   button { font: inherit; padding: 4px 12px; border: 1px solid var(--line); border-radius: 4px;
            background: var(--head); color: var(--fg); cursor: pointer; }
   button:disabled { opacity: 0.6; cursor: progress; }
@@ -56,14 +62,15 @@ constexpr std::string_view kPage = R"HTML(<!DOCTYPE html>
 </div>
 
 <h2>Ranks</h2>
-<table id="ranks">
+<table id="ranks" class="no-gpu">
   <thead><tr>
     <th class="num">rank</th><th class="num">node</th><th class="num">pid</th><th>state</th>
     <th class="num">step</th><th class="num">samples/s</th><th class="num">CPU %</th>
-    <th class="num">RSS</th><th class="num">output age</th><th>text</th>
+    <th class="num">RSS</th><th class="gpu">GPU</th><th class="num">output age</th><th>text</th>
   </tr></thead>
   <tbody></tbody>
 </table>
+<div id="gpu-notes"></div>
 
 <h2>Stacks <button id="stacks-button" type="button">Capture stacks</button> <span id="stacks-state" class="muted"></span></h2>
 <div id="digest"></div>
@@ -104,6 +111,71 @@ function seconds(s) {
 }
 function fixed(x, digits) { return typeof x === "number" ? x.toFixed(digits) : "-"; }
 
+// A rank's GPUs, as the console's gpu column says them (status_render.cpp: shown_gpu, gpu_cell,
+// gpu_problem_word). A value NVML did not give is null: shown "-", never 0.
+function known(x) { return typeof x === "number"; }
+function shownGpu(gpus) {
+  if (!gpus || !gpus.length) return null;
+  const holds = gpus.some((g) => g.own_memory_bytes > 0);
+  let first = null;
+  for (const g of gpus) {
+    if (holds && !(g.own_memory_bytes > 0)) continue;
+    if (g.problem) return g;
+    if (first === null) first = g;
+  }
+  return first;
+}
+function problemWord(problem) {
+  const words = [["GPU_IS_LOST", "LOST"], ["RESET_REQUIRED", "RESET"], ["retired memory pages", "RETIRED"],
+                 ["ECC", "ECC"], ["remapping", "REMAP"]];
+  for (const [needle, word] of words) if (problem.includes(needle)) return word;
+  return "UNHEALTHY";
+}
+function gib(n) {
+  if (n === 0) return "0";
+  const v = n / 1073741824;
+  return v < 9.95 ? v.toFixed(1) : v.toFixed(0);
+}
+function lastXid(g) { return (g.xids || []).length ? String(g.xids[g.xids.length - 1]) : ""; }
+function gpuCell(gpus) {
+  const g = shownGpu(gpus);
+  if (!g) return "";
+  let cell;
+  if (g.problem) {
+    cell = problemWord(g.problem);
+  } else {
+    const used = g.memory_used_bytes, total = g.memory_total_bytes;
+    cell = (known(g.utilisation_percent) ? g.utilisation_percent + "%" : "-") + " " +
+           (known(used) || known(total) ? (known(used) ? gib(used) : "-") + "/" + (known(total) ? gib(total) : "-") + "G" : "-") +
+           " " + (known(g.temperature_c) ? g.temperature_c + "C" : "-");
+    if ((g.throttle || []).length) cell += " thr";
+    if (g.xid_count > 0) cell += " xid" + lastXid(g);
+  }
+  if (gpus.length > 1) cell += " +" + (gpus.length - 1);
+  return cell;
+}
+// Every GPU of the rank in full, for the cell's tooltip: one line each.
+function gpuDetail(gpus) {
+  const lines = [];
+  for (const g of gpus || []) {
+    const parts = [
+      "utilisation " + (known(g.utilisation_percent) ? g.utilisation_percent + " %" : "-"),
+      "memory " + (known(g.memory_used_bytes) ? bytes(g.memory_used_bytes) : "-") + " of " +
+        (known(g.memory_total_bytes) ? bytes(g.memory_total_bytes) : "-") +
+        ", own " + (known(g.own_memory_bytes) ? bytes(g.own_memory_bytes) : "-"),
+      "temperature " + (known(g.temperature_c) ? g.temperature_c + " C" : "-"),
+      "power " + (known(g.power_watts) ? g.power_watts.toFixed(1) + " W" : "-"),
+      "throttled " + ((g.throttle || []).length ? g.throttle.join(" ") : "no"),
+      "uncorrectable ECC errors " + (known(g.uncorrectable_ecc_errors) ? g.uncorrectable_ecc_errors : "-"),
+      "Xids " + (g.xid_count || 0) + ((g.xids || []).length ? " (last: " + g.xids.join(" ") + ")" : ""),
+    ];
+    if (g.problem) parts.push("problem: " + g.problem);
+    lines.push("GPU " + g.index + " (" + (g.uuid || "uuid unknown") + ", " + (g.bus_id ? "bus " + g.bus_id : "bus unknown") +
+               "): " + parts.join(", "));
+  }
+  return lines.join("\n");
+}
+
 function renderStatus(status) {
   setText("run-id", status.run_id || "");
   setText("world-size", status.world_size);
@@ -111,12 +183,28 @@ function renderStatus(status) {
   let restarts = 0, hangs = 0, attempts = [];
   const hosts = [];
   const rows = [];
+  const notes = [];
+  let anyGpu = false;
   for (const node of nodes) {
     restarts = Math.max(restarts, node.restarts || 0);
     hangs += node.hangs || 0;
     attempts.push(node.attempt);
     hosts.push("node " + node.node_rank + ": " + node.host);
-    for (const rank of node.ranks || []) rows.push([node, rank]);
+    const said = new Set();
+    for (const rank of node.ranks || []) {
+      rows.push([node, rank]);
+      if ((rank.gpus || []).length) anyGpu = true;
+      // Each unhealthy GPU once per node (several ranks may see it), with its whole reason.
+      for (const g of rank.gpus || []) {
+        if (!g.problem || said.has(g.index)) continue;
+        said.add(g.index);
+        notes.push("node " + node.node_rank + ": GPU " + g.index + " (" + (g.uuid || "uuid unknown") + ", " +
+                   (g.bus_id ? "bus " + g.bus_id : "bus unknown") + ") " + g.problem);
+      }
+    }
+  }
+  for (const node of nodes) {
+    if (node.gpu_note) notes.push("node " + node.node_rank + ": gpu: " + node.gpu_note);
   }
   rows.sort((a, b) => a[1].rank - b[1].rank);
   setText("restarts", restarts);
@@ -127,7 +215,9 @@ function renderStatus(status) {
   for (const [node, rank] of rows) {
     const tr = document.createElement("tr");
     tr.dataset.rank = rank.rank;
+    // A rank that is both is a straggler (its step rate is the nearer measure), as in the console.
     if (rank.straggler) tr.className = "straggler";
+    else if (rank.gpu_straggler) tr.className = "gpu-straggler";
     const p = rank.progress;
     const cells = [
       ["rank", rank.rank, "num"], ["node", node.node_rank, "num"], ["pid", rank.pid, "num"],
@@ -135,13 +225,22 @@ function renderStatus(status) {
        "state-" + rank.state],
       ["step", p ? p.step : "-", "num"], ["samples-per-second", p ? fixed(p.samples_per_second, 1) : "-", "num"],
       ["cpu", fixed(rank.cpu_percent, 0), "num"], ["rss", bytes(rank.rss_bytes), "num"],
-      ["output-age", seconds(rank.output_age_seconds), "num"], ["text", p ? p.text : ""],
+      ["gpu", gpuCell(rank.gpus)], ["output-age", seconds(rank.output_age_seconds), "num"], ["text", p ? p.text : ""],
     ];
     for (const [name, value, extra] of cells) tr.appendChild(el("td", value, name + (extra ? " " + extra : "")));
+    const shown = shownGpu(rank.gpus);
+    if (shown) {
+      const gpu = tr.querySelector("td.gpu");
+      gpu.title = gpuDetail(rank.gpus);
+      if (shown.problem) gpu.classList.add("bad");
+      else if ((shown.throttle || []).length || shown.xid_count > 0) gpu.classList.add("warn");
+    }
     body.appendChild(tr);
   }
   const table = document.getElementById("ranks");
   table.replaceChild(body, table.tBodies[0]);
+  table.classList.toggle("no-gpu", !anyGpu);
+  document.getElementById("gpu-notes").replaceChildren(...notes.map((line) => el("div", line)));
 }
 
 function renderEvents(events) {

@@ -2,7 +2,9 @@
 /// The status endpoint's page (GET /): one self-contained HTML document, its style and script
 /// inline, no external asset (the machines of many users reach no CDN). Every second it fetches
 /// api/status and renders the per-rank table (rank, node, pid, state, step, samples/s, CPU %, RSS,
-/// output age, the worker's text), the restarts and hangs of each node and the event timeline;
+/// GPU, output age, the worker's text; the GPU column only when a rank has GPUs, its cell as the
+/// console's with every GPU in full as its tooltip; stragglers and GPU stragglers marked), under it
+/// each unhealthy GPU and each node's gpu_note, the restarts and hangs of each node and the event timeline;
 /// a click on "Capture stacks" (or opening the page at #stacks) fetches api/stacks and shows the
 /// digest and every rank's frames. URLs are
 /// relative, and a `token` query parameter of the page's own URL is passed on to them, so the page

@@ -401,6 +401,80 @@ TEST(StatusHttp, ThePageRendersTheStatusInChromium) {
   EXPECT_TRUE(testing::screenshot(url, shot, profile.root())) << shot;
 }
 
+TEST(StatusHttp, ThePageShowsTheGpusInChromium) {
+  if (!testing::chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh --tests installs it)";
+  Endpoint endpoint;
+  endpoint.on_loop([&] {
+    constexpr std::uint64_t kGiB = 1024ull * 1024 * 1024;
+    RankGpu busy;
+    busy.index = 0;
+    busy.uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
+    busy.bus_id = "00000000:3B:00.0";
+    busy.utilisation_percent = 97;
+    busy.memory_used_bytes = 61 * kGiB;
+    busy.memory_total_bytes = 80 * kGiB;
+    busy.own_memory_bytes = 60 * kGiB;
+    busy.temperature_c = 71;
+    busy.power_watts = 612.5;
+    busy.throttle = {"SwPowerCap"};
+    busy.uncorrectable_ecc_errors = 0;
+    busy.xid_count = 2;
+    busy.xids = {13, 79};
+    RankGpu geforce;  // nothing known: dashes, never 0
+    geforce.index = 1;
+    geforce.memory_used_bytes = kGiB / 2;
+    geforce.memory_total_bytes = 16 * kGiB;
+    RankGpu lost;
+    lost.index = 2;
+    lost.bus_id = "00000000:5E:00.0";
+    lost.problem = "has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST) <b>";
+    JobStatus& job = endpoint.source.job;
+    auto& ranks = job.nodes[0].ranks;
+    ranks[0].gpus = {busy, geforce, lost};  // it works on GPU 0 and sees two more
+    ranks[1].gpus = {geforce};
+    ranks[1].gpu_straggler = true;
+    ranks[2].gpus = {lost};
+    job.nodes[0].gpu_note = "NVML stalled: nvmlDeviceGetUtilizationRates has not returned for 2.0 s";
+  });
+  ScratchFolder profile("status_http_chromium_gpus");
+  const std::string url = "http://127.0.0.1:" + std::to_string(endpoint.port) + "/";
+  const std::string dom = testing::dump_dom(url, profile.root());
+  auto rows = testing::rank_rows(dom);
+  ASSERT_EQ(rows.size(), 3u) << dom.substr(0, 4000);
+  EXPECT_EQ(rows.at(0)["gpu"], "97% 61/80G 71C thr xid79 +2");
+  EXPECT_EQ(rows.at(1)["gpu"], "- 0.5/16G -");
+  EXPECT_EQ(rows.at(2)["gpu"], "LOST");
+  EXPECT_NE(dom.find("<table id=\"ranks\" class=\"\">"), std::string::npos) << "the GPU column is shown";
+  EXPECT_NE(dom.find("<td class=\"gpu warn\" title=\"GPU 0 (GPU-8932f937-d72c-4106-c12f-20bd9faed9f6, bus "
+                     "00000000:3B:00.0): utilisation 97 %, memory 61.0 GiB of 80.0 GiB, own 60.0 GiB, temperature 71 C, "
+                     "power 612.5 W, throttled SwPowerCap, uncorrectable ECC errors 0, Xids 2 (last: 13 79)"),
+            std::string::npos)
+      << "every GPU in full in the tooltip";
+  EXPECT_NE(dom.find("GPU 1 (uuid unknown, bus unknown): utilisation -, memory 512.0 MiB of 16.0 GiB, own -, "
+                     "temperature -, power -, throttled no, uncorrectable ECC errors -, Xids 0"),
+            std::string::npos);
+  EXPECT_NE(dom.find("<td class=\"gpu bad\""), std::string::npos);
+  EXPECT_NE(dom.find("<tr data-rank=\"1\" class=\"gpu-straggler\">"), std::string::npos);
+  EXPECT_NE(dom.find("<tr data-rank=\"2\" class=\"straggler\">"), std::string::npos) << "a straggler stays one";
+  // Under the table: the unhealthy GPU once (two ranks see it), with its reason as text, then the note.
+  EXPECT_NE(dom.find("<div id=\"gpu-notes\"><div>node 0: GPU 2 (uuid unknown, bus 00000000:5E:00.0) has fallen off the "
+                     "bus or is inaccessible (NVML: GPU_IS_LOST) &lt;b&gt;</div><div>node 0: gpu: NVML stalled: "
+                     "nvmlDeviceGetUtilizationRates has not returned for 2.0 s</div></div>"),
+            std::string::npos)
+      << dom;
+  testing::screenshot(url, testing::test_output_folder("status_http") / "gpus.png", profile.root());
+}
+
+TEST(StatusHttp, ThePageHidesTheGpuColumnWithoutGpus) {
+  if (!testing::chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh --tests installs it)";
+  Endpoint endpoint;
+  ScratchFolder profile("status_http_chromium_no_gpus");
+  const std::string dom = testing::dump_dom("http://127.0.0.1:" + std::to_string(endpoint.port) + "/", profile.root());
+  ASSERT_EQ(testing::rank_rows(dom).size(), 3u) << dom.substr(0, 4000);
+  EXPECT_NE(dom.find("<table id=\"ranks\" class=\"no-gpu\">"), std::string::npos);
+  EXPECT_EQ(testing::element_text(dom, "gpu-notes"), "");
+}
+
 TEST(StatusHttp, ThePageShowsStacksInChromium) {
   if (!testing::chromium_available()) GTEST_SKIP() << "chromium is not installed (scripts/setup.sh --tests installs it)";
   Endpoint endpoint;
