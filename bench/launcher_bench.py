@@ -84,6 +84,11 @@ def timed_run(cmd, env=None, timeout_s=120):
 
 # ---------------------------------------------------------------------------- /proc helpers
 
+def thread_cpu_ns(pid, tid):
+    """CPU time of one thread, in ns (its schedstat's first field)."""
+    return int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[0])
+
+
 def proc_cpu_ns(pid):
     """CPU time of a process's live threads, in ns: sum of the first schedstat field per task.
 
@@ -199,10 +204,10 @@ def bench_launch_pty(a):
     details("ddprun --pty on", p), details("ddprun --pty off", o), details("torchrun-anchor", t)
 
 
-def restart_once(cmd):
+def restart_once(cmd, env=None):
     """Latency (ms) from local rank 3's crash until the last of the 8 new workers is running."""
     with tempfile.TemporaryDirectory(prefix="ddprun-restart-") as tmp:
-        env = dict(os.environ, RESTART_PROBE_DIR=tmp)
+        env = dict(env or os.environ, RESTART_PROBE_DIR=tmp)
         timed_run(cmd, env)
         stamps = Path(tmp)
         try:
@@ -404,15 +409,16 @@ def bench_cpu(a):
                 f"; while all workers sleep {fmt(steady)} ms; utime+stime {fmt(ticks)} ms")
 
 
-def on_a_terminal(cmd, window_s, workers, worker_comm):
+def on_a_terminal(cmd, window_s, workers, worker_comm, env=None):
     """The launcher's own CPU (ms) over window_s seconds once `workers` processes named worker_comm
     run, with its stdout and stderr on a pty (a terminal, 120x40, read and thrown away as it comes).
 
-    Returns (cpu ms over the window, the bytes it wrote to the terminal over the whole run, the text).
+    Returns (cpu ms over the window, the bytes it wrote to the terminal over the whole run, the text,
+    the main thread's cpu ms over the window: the agent's loop, without the threads beside it).
     """
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
-    env = dict(os.environ, TERM="xterm")
+    env = dict(env or os.environ, TERM="xterm")
     env.pop("NO_COLOR", None)
     proc = subprocess.Popen(cmd, env=env, stdin=subprocess.DEVNULL, stdout=slave, stderr=slave,
                             start_new_session=True)
@@ -437,9 +443,10 @@ def on_a_terminal(cmd, window_s, workers, worker_comm):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise BenchError(f"workers not up: {' '.join(cmd)}\n{b''.join(chunks)[-2000:].decode(errors='replace')}")
             time.sleep(0.01)
-        t_up, cpu_up = time.monotonic(), proc_cpu_ns(proc.pid)
+        t_up, cpu_up, main_up = time.monotonic(), proc_cpu_ns(proc.pid), thread_cpu_ns(proc.pid, proc.pid)
         time.sleep(max(0.0, t_up + window_s - time.monotonic()))
         cpu = proc_cpu_ns(proc.pid) - cpu_up
+        main = thread_cpu_ns(proc.pid, proc.pid) - main_up
     except BaseException:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -451,7 +458,7 @@ def on_a_terminal(cmd, window_s, workers, worker_comm):
     text = b"".join(chunks).decode(errors="replace")
     if proc.returncode != 0:
         raise BenchError(f"launcher failed (exit {proc.returncode}): {' '.join(cmd)}\n{text[-2000:]}")
-    return ms(cpu), sum(map(len, chunks)), text
+    return ms(cpu), sum(map(len, chunks)), text, ms(main)
 
 
 def bench_status_cpu(a):
@@ -474,7 +481,7 @@ def bench_status_cpu(a):
     reports = []
     for _ in range(a.status_runs):
         for label, cmd in variants:
-            cpu, nbytes, text = on_a_terminal(cmd, w, NPROC, comm)
+            cpu, nbytes, text, _ = on_a_terminal(cmd, w, NPROC, comm)
             results[label].append(cpu * 10.0 / w)
             written[label].append(nbytes)
             for line in text.splitlines():

@@ -16,6 +16,8 @@
 #             and torchrun-anchor's c10d; failover after SIGKILL of the etcd leader or of an agent
 #   ssh       (bench/ssh_bench.py):       3 namespaced hosts x 2 workers from one machine: ddprun
 #             --hostfile against ssh + torchrun-anchor per host (needs root and openssh-server)
+#   gpu       (bench/gpu_bench.py):       ddprun's NVML sampling and its check before each start (the
+#             stand-in NVML, 8 GPUs) against ddprun without them: launcher CPU with status on, restart
 #   warm      (bench/warm_bench.py):      ddprun --preload torch against ddprun cold and torchrun-anchor:
 #             a restart of 4 PyTorch ranks, the first start of 2 nodes; the memory of warm interpreters
 # Usage: scripts/bench.sh [FILTER] [options]
@@ -59,12 +61,12 @@ done
 py=/usr/bin/python3
 # --list exits 0 when the filter selects one of the harness's benchmarks.
 selected=()
-for harness in launcher store allreduce train rendezvous progress hang ssh etcd warm; do
+for harness in launcher store allreduce train rendezvous progress hang ssh etcd warm gpu; do
   if "$py" "bench/${harness}_bench.py" "$filter" --list >/dev/null; then selected+=("$harness"); fi
 done
 if ((${#selected[@]} == 0)); then
   echo "bench.sh: no benchmark name contains '$filter'; the names are:" >&2
-  for harness in launcher store allreduce train rendezvous progress hang ssh etcd warm; do "$py" "bench/${harness}_bench.py" --list >&2; done
+  for harness in launcher store allreduce train rendezvous progress hang ssh etcd warm gpu; do "$py" "bench/${harness}_bench.py" --list >&2; done
   exit 2
 fi
 
@@ -111,6 +113,10 @@ for harness in "${selected[@]}"; do
         ${etcd_args[@]+"${etcd_args[@]}"} || status=1 ;;
     warm)
       "$py" bench/warm_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" --anchor "$anchor" || status=1 ;;
+    gpu)
+      "$py" bench/gpu_bench.py "$filter" --ddprun "$build_dir/bin/ddprun" --probe "$build_dir/bin/restart_probe" \
+        --progress-worker "$build_dir/tests/progress_worker" \
+        --standin "$build_dir/tests/nvml_standin/libnvidia-ml.so.1" || status=1 ;;
   esac
 done
 exit $status
