@@ -5,34 +5,26 @@
 
 #include "launcher/base/errors.hpp"
 #include "launcher/base/text.hpp"
+#include "launcher/gpu/gpu_state.hpp"
 
 namespace ddprun::launcher {
 namespace {
 
-bool is_index(std::string_view name) {
-  return !name.empty() && std::all_of(name.begin(), name.end(), [](unsigned char c) { return std::isdigit(c); });
-}
-
 /// The topology's GPU that CUDA_VISIBLE_DEVICES's `name` means: an index (PCI order), or a GPU-UUID
-/// prefix that names one GPU; nothing for another form (MIG-...) or a GPU not found.
+/// prefix that names one GPU; nothing for another form (MIG-...) or a GPU not found. Read by
+/// gpu_state.hpp's visible_gpus, the one reading of CUDA's list that the GPU state and the GPU
+/// check use too, over the topology's GPUs (already in PCI order).
 std::optional<std::size_t> find_gpu(const NumaTopology& topology, std::string_view name) {
-  if (is_index(name)) {
-    std::size_t index = 0;
-    for (char c : name) {
-      index = index * 10 + static_cast<std::size_t>(c - '0');
-      if (index >= topology.gpus.size()) return std::nullopt;
-    }
-    return index;
+  std::vector<GpuIdentity> gpus(topology.gpus.size());
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    gpus[i].index = static_cast<unsigned int>(i);
+    gpus[i].uuid = topology.gpus[i].uuid;
+    gpus[i].bus_id = topology.gpus[i].bus_id;
+    gpus[i].pci_order = i;
   }
-  if (!name.starts_with("GPU-")) return std::nullopt;
-  std::optional<std::size_t> found;
-  for (std::size_t i = 0; i < topology.gpus.size(); ++i) {
-    if (!topology.gpus[i].uuid.empty() && topology.gpus[i].uuid.starts_with(name)) {
-      if (found) return std::nullopt;  // a prefix of two UUIDs: CUDA refuses it too
-      found = i;
-    }
-  }
-  return found;
+  const VisibleGpus visible = visible_gpus(std::string(name), std::string("PCI_BUS_ID"), gpus);
+  if (visible.nvml_indices.empty()) return std::nullopt;
+  return visible.nvml_indices.front();
 }
 
 CpuSet allowed_on(const NumaTopology& topology, int node, const CpuSet& allowed) {
