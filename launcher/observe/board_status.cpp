@@ -18,6 +18,12 @@ void cut(std::string& text, std::size_t bytes) {
   text.resize(end);
 }
 
+/// Whether a GPU keeps its place on the board when room is short: the rank works on it (holds
+/// memory there, or the driver cannot say) or it has a problem. A rank that sees every GPU of a
+/// big node (no CUDA_VISIBLE_DEVICES, as under torchrun) would otherwise fill the board with the
+/// GPUs of the other ranks.
+bool gpu_worth_keeping(const RankGpu& gpu) { return !gpu.problem.empty() || gpu.own_memory_bytes.value_or(1) > 0; }
+
 std::string status_text(const NodeStatus& node) { return to_json(node).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); }
 
 std::string stacks_text(const std::vector<RankStacks>& ranks) {
@@ -30,14 +36,19 @@ std::string stacks_text(const std::vector<RankStacks>& ranks) {
 
 std::string board_status_json(NodeStatus node, std::size_t max_bytes) {
   cut(node.host, 255);
+  cut(node.gpu_note, kStatusGpuTextBytes);
   for (RankStatus& rank : node.ranks) {
     if (rank.progress) cut(rank.progress->text, 64);
+    for (RankGpu& gpu : rank.gpus) cut(gpu.problem, kStatusGpuTextBytes);
   }
   std::string text = status_text(node);
   if (text.size() <= max_bytes) return text;
   for (RankStatus& rank : node.ranks) {
     if (rank.progress) rank.progress->text.clear();
   }
+  text = status_text(node);
+  if (text.size() <= max_bytes) return text;
+  for (RankStatus& rank : node.ranks) std::erase_if(rank.gpus, [](const RankGpu& gpu) { return !gpu_worth_keeping(gpu); });
   text = status_text(node);
   while (text.size() > max_bytes && !node.ranks.empty()) {
     node.ranks.pop_back();

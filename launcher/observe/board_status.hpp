@@ -17,8 +17,9 @@ inline constexpr std::size_t kBoardStatusBytes = 64 * 1024;
 inline constexpr std::size_t kBoardStacksBytes = 192 * 1024;
 
 /// `node` as status JSON of at most `max_bytes`: text fields are cut (progress text to 64 bytes,
-/// the host to 255); should that not do, the progress texts go, then the last ranks. The ranks kept
-/// are whole and correct; what was cut is only shortened or missing.
+/// the host to 255, a GPU's problem and the gpu note to kStatusGpuTextBytes); should that not do,
+/// the progress texts go, then each rank's GPUs that it holds no memory on and that have no problem,
+/// then the last ranks. The ranks kept are whole and correct; what was cut is only shortened or missing.
 std::string board_status_json(NodeStatus node, std::size_t max_bytes = kBoardStatusBytes);
 
 /// `ranks` as a JSON list of RankStacks of at most `max_bytes`: at most 64 frames per thread and

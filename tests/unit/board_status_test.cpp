@@ -70,6 +70,52 @@ TEST(BoardStatus, TooManyRanksForTheBoundLoseTheLastRanksNotTheBound) {
   EXPECT_EQ(back.ranks[0].rank, 8) << "the first ranks are kept";
 }
 
+TEST(BoardStatus, ABigNodesRanksKeepTheGpusTheyWorkOnBeforeAnyRankGoes) {
+  // 16 ranks that each see all 16 GPUs (torchrun sets no CUDA_VISIBLE_DEVICES), each working on its
+  // own: 256 GPUs of about 400 bytes do not fit in 64 KiB.
+  NodeStatus node = node_of(16, 10);
+  for (int r = 0; r < 16; ++r) {
+    for (unsigned int g = 0; g < 16; ++g) {
+      RankGpu gpu;
+      gpu.index = g;
+      gpu.uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f" + std::to_string(g % 10);
+      gpu.bus_id = "00000000:3B:00.0";
+      gpu.utilisation_percent = 97;
+      gpu.memory_used_bytes = 65'498'251'264ull;
+      gpu.memory_total_bytes = 85'899'345'920ull;
+      gpu.own_memory_bytes = static_cast<int>(g) == r ? 64'424'509'440ull : 0;
+      gpu.temperature_c = 71;
+      gpu.power_watts = 612.5;
+      gpu.throttle = {"SwPowerCap"};
+      gpu.uncorrectable_ecc_errors = 0;
+      gpu.xids = {79, 79, 79, 79, 79, 79, 79, 79};
+      node.ranks[static_cast<std::size_t>(r)].gpus.push_back(gpu);
+    }
+  }
+  node.ranks[0].gpus[5].problem = "has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST)";
+  node.ranks[0].gpus[5].own_memory_bytes.reset();
+  node.ranks[1].gpus[9].own_memory_bytes.reset();  // the driver could not say: kept
+  ASSERT_GT(nlohmann::json::parse(board_status_json(node, 1 << 30)).dump().size(), kBoardStatusBytes);
+
+  const std::string text = board_status_json(node);
+  EXPECT_LE(text.size(), kBoardStatusBytes);
+  NodeStatus back = node_status_from_json(nlohmann::json::parse(text));
+  ASSERT_EQ(back.ranks.size(), 16u) << "every rank kept";
+  for (std::size_t r = 2; r < 16; ++r) {
+    ASSERT_EQ(back.ranks[r].gpus.size(), 1u) << r;
+    EXPECT_EQ(back.ranks[r].gpus[0].index, r) << "the GPU it works on";
+    EXPECT_EQ(back.ranks[r].gpus[0].utilisation_percent, 97u);
+  }
+  ASSERT_EQ(back.ranks[0].gpus.size(), 2u);
+  EXPECT_EQ(back.ranks[0].gpus[1].problem, "has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST)")
+      << "a GPU with a problem stays";
+  ASSERT_EQ(back.ranks[1].gpus.size(), 2u);
+  EXPECT_EQ(back.ranks[1].gpus[1].index, 9u);
+  // Progress texts went first; a node with room keeps every GPU.
+  EXPECT_EQ(back.ranks[0].progress->text, "");
+  EXPECT_EQ(node_status_from_json(nlohmann::json::parse(board_status_json(node, 1 << 30))).ranks[3].gpus.size(), 16u);
+}
+
 TEST(BoardStacks, DeepStacksAreCutUnderTheBoundAndReadBack) {
   std::vector<RankStacks> ranks;
   for (int r = 0; r < 4; ++r) {
