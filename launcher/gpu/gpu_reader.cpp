@@ -89,18 +89,32 @@ void read_fields(NvmlLibrary& nvml, nvml::Device device, GpuState& gpu) {
 }  // namespace
 
 std::vector<GpuState> read_gpus(NvmlLibrary& nvml, const std::vector<unsigned int>& indices,
-                                const GpuReadOptions& options) {
+                                const GpuReadOptions& options, GpuReadMemo* memo) {
   std::vector<GpuState> gpus(indices.size());
   std::vector<std::pair<nvml::Device, std::size_t>> watched;  // device -> its position in gpus
+  auto remembered = [&](unsigned int index) -> const GpuIdentity* {
+    if (memo == nullptr || index >= memo->identities.size() || !memo->identities[index]) return nullptr;
+    return &*memo->identities[index];
+  };
   for (std::size_t i = 0; i < indices.size(); ++i) {
     GpuState& gpu = gpus[i];
     gpu.identity.index = indices[i];
+    const GpuIdentity* known = remembered(indices[i]);
     auto device = nvml.device(indices[i]);
     if (!device.ok()) {
+      if (known != nullptr) gpu.identity = *known;
       mark_unreadable(gpu, device.status.code);
       continue;
     }
-    read_identity(nvml, *device.value, gpu);
+    if (known != nullptr) {
+      gpu.identity = *known;
+    } else {
+      read_identity(nvml, *device.value, gpu);
+      if (memo != nullptr && !gpu.lost && !gpu.identity.uuid.empty() && !gpu.identity.bus_id.empty()) {
+        if (memo->identities.size() <= indices[i]) memo->identities.resize(indices[i] + 1);
+        memo->identities[indices[i]] = gpu.identity;
+      }
+    }
     read_fields(nvml, *device.value, gpu);
     if (!options.xids || gpu.lost) {
       if (gpu.lost) gpu.xids.error = nvml::code::kGpuIsLost;
@@ -131,12 +145,12 @@ std::vector<GpuState> read_gpus(NvmlLibrary& nvml, const std::vector<unsigned in
   return gpus;
 }
 
-NvmlResult<std::vector<GpuState>> read_all_gpus(NvmlLibrary& nvml, const GpuReadOptions& options) {
+NvmlResult<std::vector<GpuState>> read_all_gpus(NvmlLibrary& nvml, const GpuReadOptions& options, GpuReadMemo* memo) {
   auto count = nvml.device_count();
   if (!count.ok()) return {std::nullopt, count.status};
   std::vector<unsigned int> indices(*count.value);
   std::iota(indices.begin(), indices.end(), 0u);
-  return {read_gpus(nvml, indices, options), {}};
+  return {read_gpus(nvml, indices, options, memo), {}};
 }
 
 }  // namespace ddprun::launcher

@@ -15,17 +15,27 @@ struct GpuReadOptions {
   bool xids = true;
 };
 
+/// What a reader keeps between samples of one NVML session (an index names the same GPU until
+/// nvmlShutdown): each GPU's identity once read whole, so that a sample asks the driver only for
+/// what changes, and a GPU that is lost later is still named by its UUID and bus id.
+struct GpuReadMemo {
+  std::vector<std::optional<GpuIdentity>> identities;  ///< by NVML index
+};
+
 /// One GpuState per NVML index of `indices`, in that order; `nvml` must be initialised. Each field
 /// holds its value or the NVML error that left it unknown (NOT_SUPPORTED, NO_PERMISSION, a missing
 /// symbol's FUNCTION_NOT_FOUND, ...). GPU_IS_LOST from any call sets `lost` and RESET_REQUIRED
 /// `reset_required`; after GPU_IS_LOST the GPU is asked nothing more (the fields left say
 /// GPU_IS_LOST). A GPU whose handle cannot be had (NO_PERMISSION, GPU_IS_LOST) has every field
 /// unknown with that error and its identity's index alone.
+/// With `memo`, identities come from it once known (and a GPU whose handle cannot be had keeps the
+/// identity it had).
 std::vector<GpuState> read_gpus(NvmlLibrary& nvml, const std::vector<unsigned int>& indices,
-                                const GpuReadOptions& options = {});
+                                const GpuReadOptions& options = {}, GpuReadMemo* memo = nullptr);
 
 /// Every GPU NVML counts (nvmlDeviceGetCount_v2, unreadable ones included), by NVML index; the
 /// count's error when NVML cannot count.
-NvmlResult<std::vector<GpuState>> read_all_gpus(NvmlLibrary& nvml, const GpuReadOptions& options = {});
+NvmlResult<std::vector<GpuState>> read_all_gpus(NvmlLibrary& nvml, const GpuReadOptions& options = {},
+                                                GpuReadMemo* memo = nullptr);
 
 }  // namespace ddprun::launcher

@@ -83,6 +83,7 @@ void GpuSampler::Shared::run(const GpuSamplerSettings& settings) {
     exited.notify_all();
     return;
   }
+  GpuReadMemo memo;  // the GPUs' identities, read once for this NVML session
   for (;;) {
     wake.wait(lock, [&] { return stop || job.has_value(); });
     if (stop) break;
@@ -92,8 +93,8 @@ void GpuSampler::Shared::run(const GpuSamplerSettings& settings) {
     lock.unlock();
     Reply reply{mine.serial, {}, {}, {}};
     if (mine.indices) {
-      reply.gpus = read_gpus(*nvml, *mine.indices, settings.read);
-    } else if (auto all = read_all_gpus(*nvml, settings.read); all.ok()) {
+      reply.gpus = read_gpus(*nvml, *mine.indices, settings.read, &memo);
+    } else if (auto all = read_all_gpus(*nvml, settings.read, &memo); all.ok()) {
       reply.gpus = std::move(*all.value);
     } else {
       reply.count_error = "nvmlDeviceGetCount_v2: " + all.status.text;

@@ -161,6 +161,33 @@ TEST(GpuReader, AGpuLostAfterItsHandleIsAskedNothingMore) {
   EXPECT_EQ(gpus[0].remapped_rows_pending.error, code::kGpuIsLost);
 }
 
+// A memo (one per NVML session: the sampler's thread keeps one) asks each GPU's identity once, and
+// names a GPU that is lost later by what it was.
+TEST(GpuReader, AMemoReadsIdentitiesOnceAndNamesAGpuLostLater) {
+  NvmlStandin standin;
+  const std::string gpus =
+      "gpu 0 uuid=GPU-aaaa1111-0000-0000-0000-000000000000 bus=00000000:1A:00.0\n"
+      "gpu 1 uuid=GPU-bbbb2222-0000-0000-0000-000000000000 bus=00000000:3B:00.0\n";
+  standin.answer(gpus);
+  GpuReadMemo memo;
+  ASSERT_TRUE(read_all_gpus(standin.nvml(), {}, &memo).ok());
+  // From now on the UUID call fails: the memo's GPUs are not asked it again.
+  standin.answer(gpus + "error * nvmlDeviceGetUUID UNKNOWN\nlost 1\n");
+  auto read = read_all_gpus(standin.nvml(), {}, &memo);
+  ASSERT_TRUE(read.ok());
+  const auto& again = *read.value;
+  EXPECT_EQ(again[0].identity.uuid, "GPU-aaaa1111-0000-0000-0000-000000000000");
+  EXPECT_FALSE(again[0].lost);
+  EXPECT_TRUE(again[1].lost);
+  EXPECT_EQ(again[1].identity.uuid, "GPU-bbbb2222-0000-0000-0000-000000000000");
+  EXPECT_EQ(again[1].identity.bus_id, "00000000:3B:00.0");
+  EXPECT_EQ(describe_unhealthy_gpu(again[1], health_problem(again[1]).value()),
+            "GPU 1 (GPU-bbbb2222-0000-0000-0000-000000000000, bus 00000000:3B:00.0) has fallen off the bus or is "
+            "inaccessible (NVML: GPU_IS_LOST)");
+  // Without the memo, the failing call shows.
+  EXPECT_EQ((*read_all_gpus(standin.nvml()).value)[0].identity.uuid, "");
+}
+
 TEST(GpuReader, XidsSinceThePreviousSample) {
   NvmlStandin standin;
   const std::string gpus = "gpu 0\ngpu 1\ngpu 2\n";
