@@ -47,7 +47,7 @@ struct RankGpu {
   std::optional<std::uint64_t> memory_used_bytes;   ///< by every process on the GPU
   std::optional<std::uint64_t> memory_total_bytes;
   /// Held by this worker's processes (its process tree) on this GPU; nothing when the driver cannot
-  /// list the GPU's processes.
+  /// list the GPU's processes, or lists one of the worker's without its amount.
   std::optional<std::uint64_t> own_memory_bytes;
   std::optional<unsigned int> temperature_c;
   std::optional<double> power_watts;

@@ -40,9 +40,12 @@ RankGpu rank_gpu_of(const GpuState& gpu, const std::vector<pid_t>& pids, const G
     out.memory_total_bytes = gpu.memory.value->total_bytes;
   }
   if (gpu.processes.value) {
-    std::uint64_t own = 0;
+    // A process of the worker listed without an amount (NVML's VALUE_NOT_AVAILABLE) holds some:
+    // the sum is then unknown, not the amounts the others reported.
+    std::optional<std::uint64_t> own = 0;
     for (const GpuProcess& process : *gpu.processes.value) {
-      if (std::find(pids.begin(), pids.end(), process.pid) != pids.end()) own += process.bytes.value_or(0);
+      if (std::find(pids.begin(), pids.end(), process.pid) == pids.end()) continue;
+      own = own && process.bytes ? std::optional<std::uint64_t>(*own + *process.bytes) : std::nullopt;
     }
     out.own_memory_bytes = own;
   }

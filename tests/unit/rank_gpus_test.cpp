@@ -64,6 +64,15 @@ TEST(RankGpus, UnknownStaysUnknown) {
   EXPECT_FALSE(gpus[0].uncorrectable_ecc_errors);
 }
 
+TEST(RankGpus, AnAmountTheDriverCannotTellMakesTheOwnMemoryUnknown) {
+  GpuState g = gpu(0, 0);
+  g.processes.value = std::vector<GpuProcess>{{100, 3ull << 30}, {101, std::nullopt}, {200, std::nullopt}};
+  EXPECT_FALSE(rank_gpus({g}, {0}, {100, 101}, GpuXidLog{})[0].own_memory_bytes);
+  // Someone else's unknown amount is not the worker's.
+  EXPECT_EQ(rank_gpus({g}, {0}, {100}, GpuXidLog{})[0].own_memory_bytes, 3ull << 30);
+  EXPECT_EQ(rank_gpus({g}, {0}, {300}, GpuXidLog{})[0].own_memory_bytes, 0u);
+}
+
 TEST(RankGpus, ThrottleNamesAndHealth) {
   GpuState g = gpu(0, 0);
   g.throttle_reasons.value = 0x4 | 0x20;  // SW power cap, SW thermal slowdown
