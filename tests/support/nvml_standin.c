@@ -402,8 +402,18 @@ static void release(struct config* c) {
   if (last) free(c);
 }
 
+/* What stall() read at the start of the exported call this thread is in, for that call's own
+ * load(): one look at the file per call, as one call of a driver is one request. stall() lets go of
+ * one left by a call that returned before it loaded. */
+static __thread struct config* handed_over;
+
 /* The control file's directives, read-only (release() it); NULL only when out of memory. */
 static struct config* load(void) {
+  if (handed_over != NULL) {
+    struct config* c = handed_over;
+    handed_over = NULL;
+    return c;
+  }
   const char* path = getenv("DDPRUN_NVML_STANDIN");
   struct stat now;
   const int known = path != NULL && *path != '\0' && strlen(path) < sizeof cached_path && stat(path, &now) == 0;
@@ -451,6 +461,8 @@ static void nap_ms(long long ms) {
 
 /* A `sleep CALL MS` line: sleep, re-reading the file every 20 ms (a rewrite may release it). */
 static void stall(const char* call) {
+  release(handed_over);  /* from a call that ended before its load() */
+  handed_over = NULL;
   long long start = now_ms();
   for (;;) {
     struct config* c = load();
@@ -459,8 +471,11 @@ static void stall(const char* call) {
     int found = 0;
     for (unsigned int i = 0; i < c->nsleeps; ++i)
       if (strcmp(c->sleeps[i].call, call) == 0) { ms = c->sleeps[i].ms; found = 1; break; }
+    if (!found) {
+      handed_over = c;  /* what this call goes on with */
+      return;
+    }
     release(c);
-    if (!found) return;
     long long left = ms < 0 ? 20 : start + ms - now_ms();
     if (left <= 0) return;
     nap_ms(left < 20 ? left : 20);
