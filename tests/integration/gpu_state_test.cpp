@@ -1,0 +1,255 @@
+// A launcher that sees the GPUs (issue 27), end to end: the real ddprun binary with the stand-in NVML
+// (tests/support/nvml_standin.c, selected by DDPRUN_NVML_LIBRARY and driven through the control file
+// named by DDPRUN_NVML_STANDIN, which the tests rewrite while ddprun runs) and shell workers.
+// - Health: an unhealthy GPU that a worker sees refuses the start with one line naming it, before
+//   every attempt (a GPU lost during the first attempt refuses the restart); one out of sight, a
+//   GeForce without ECC, --gpu-health off and a machine without NVML let the job run. Elastic: the
+//   node with the bad GPU leaves, the other runs the job alone.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "../support/free_port.hpp"
+#include "harness.hpp"
+
+namespace ddprun::testing {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+const std::string kStandin = NVML_STANDIN_LIBRARY;
+
+/// Two GPUs with identities of their own, so that a line that names them shows they came from NVML.
+/// GPU 0's bus sorts first: CUDA index 0 (PCI order) is NVML's GPU 0.
+const std::string kUuid0 = "GPU-0a11ce00-1111-2222-3333-444455556666";
+const std::string kUuid1 = "GPU-0b0b0b01-7777-8888-9999-aaaabbbbcccc";
+const std::string kBus0 = "00000000:1B:00.0";
+const std::string kBus1 = "00000000:3B:00.0";
+const std::string kTwoGpus = "gpu 0 uuid=" + kUuid0 + " bus=" + kBus0 + " mem_total=85899345920 util=40\n" +
+                             "gpu 1 uuid=" + kUuid1 + " bus=" + kBus1 + " mem_total=85899345920 util=40\n";
+
+/// The stand-in's control file; each write replaces it whole (a new file renamed over it), since
+/// the stand-in reads it again at every call and must never see half of one.
+class ControlFile {
+ public:
+  explicit ControlFile(const TempDir& dir, const std::string& name = "nvml") : path_(dir.path() / name) {}
+  void write(const std::string& text) const {
+    const fs::path next = path_.string() + ".next";
+    std::ofstream(next) << text;
+    fs::rename(next, path_);
+  }
+  const fs::path& path() const { return path_; }
+
+ private:
+  fs::path path_;
+};
+
+/// ddprun's environment for the stand-in. OMP_NUM_THREADS set, so that ddprun's torchrun warning
+/// about it is not among the lines the tests count.
+std::map<std::string, std::string> nvml_env(const ControlFile& control) {
+  return {{"DDPRUN_NVML_LIBRARY", kStandin}, {"DDPRUN_NVML_STANDIN", control.path().string()}, {"OMP_NUM_THREADS", "1"}};
+}
+
+/// A worker script (run as /bin/sh FILE ARGS: ddprun substitutes $$ and ${local_rank} in ARGS,
+/// never in a file's text).
+std::string script(const TempDir& dir, const std::string& name, const std::string& text) {
+  const fs::path path = dir.path() / name;
+  std::ofstream(path) << text;
+  return path.string();
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+int count_of(const std::string& text, const std::string& part) {
+  int count = 0;
+  for (auto at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++count;
+  return count;
+}
+
+/// The files in `dir` whose name starts with `prefix`.
+int files_named(const TempDir& dir, const std::string& prefix) {
+  int count = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path())) count += entry.path().filename().string().starts_with(prefix);
+  return count;
+}
+
+// ---- 1. Health, one node ----
+
+/// Marks that it ran (ran_<attempt>_<local rank>), and ends.
+const char* kMarkAndEnd = "touch \"$1/ran_${TORCHELASTIC_RESTART_COUNT}_$LOCAL_RANK\"\n";
+
+struct HealthCase {
+  const char* name;
+  std::string control;  ///< after kTwoGpus: what makes GPU 1 unhealthy (later gpu lines add keys)
+  std::string line;     ///< the one line on stderr
+};
+
+TEST(GpuHealth, AnUnhealthyGpuInSightRefusesTheStartWithOneLineAndNoWorker) {
+  const std::string refused = ": no worker started (--gpu-health off starts them anyway)\n";
+  const std::string gpu1 = "GPU 1 (" + kUuid1 + ", bus " + kBus1 + ") ";
+  const std::vector<HealthCase> cases = {
+      // A GPU lost before ddprun first asked answers nothing, not even its UUID or bus id (NVML's
+      // handle calls fail with GPU_IS_LOST): the line says so. A GPU lost later is named in full
+      // (RestartIsRefusedWhenTheGpuIsLostDuringTheFirstAttempt).
+      {"lost", "lost 1\n",
+       "ddprun: GPU 1 (uuid unknown, bus unknown) has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST)" + refused},
+      {"reset required", "error 1 nvmlDeviceGetUtilizationRates RESET_REQUIRED\n",
+       "ddprun: " + gpu1 + "needs a reset (NVML: RESET_REQUIRED)" + refused},
+      {"retired pages pending", "gpu 1 retired_pending=1\n",
+       "ddprun: " + gpu1 + "has retired memory pages pending: they are retired at the next reset" + refused},
+      {"uncorrectable ECC", "gpu 1 ecc_uncorrected=2\n",
+       "ddprun: " + gpu1 + "has had 2 uncorrectable ECC errors since the driver loaded" + refused},
+      {"row remapping pending", "gpu 1 remapped_pending=1\n",
+       "ddprun: " + gpu1 + "has memory row remapping pending: the rows are remapped at the next reset" + refused},
+  };
+  for (const HealthCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    ControlFile control(dir);
+    control.write(kTwoGpus + c.control);
+    Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", "--max-restarts", "3", "--no-python",
+                                  "/bin/sh", script(dir, "worker.sh", kMarkAndEnd), dir.str()},
+                                 nvml_env(control));
+    EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+    EXPECT_EQ(outcome.err, c.line);  // that line alone: no failure summary, no restart
+    EXPECT_EQ(outcome.out, "");
+    EXPECT_EQ(files_named(dir, "ran_"), 0) << "a worker started";
+  }
+}
+
+struct RunsCase {
+  const char* name;
+  std::string control;
+  std::vector<std::string> flags;
+  std::map<std::string, std::string> env;
+};
+
+TEST(GpuHealth, AGpuOutOfSightAGeForceHealthOffAndNoNvmlLetTheJobRunSilently) {
+  const std::vector<RunsCase> cases = {
+      // The workers see GPU 0 alone (CUDA index 0 is the GPU on the lowest bus).
+      {"lost GPU out of sight", kTwoGpus + "lost 1\n", {}, {{"CUDA_VISIBLE_DEVICES", "0"}}},
+      {"bad ECC out of sight", kTwoGpus + "gpu 1 ecc_uncorrected=5\n", {}, {{"CUDA_VISIBLE_DEVICES", "0"}}},
+      {"out of sight by UUID", kTwoGpus + "gpu 1 ecc_uncorrected=5\n", {}, {{"CUDA_VISIBLE_DEVICES", "GPU-0a11ce"}}},
+      {"--gpu-health off", kTwoGpus + "lost 1\n", {"--gpu-health", "off"}, {}},
+      // ECC off (a GeForce board): the ECC counters, retired pages and remapped rows are
+      // NOT_SUPPORTED whatever the file's numbers say, and unknown is no reason to refuse.
+      {"GeForce without ECC", kTwoGpus + "gpu 1 name=\"NVIDIA GeForce RTX 4090\" ecc=0 ecc_uncorrected=5 "
+                                         "retired_pending=1 remapped_pending=1\n", {}, {}},
+      {"NVML fails to initialise", kTwoGpus + "lost 1\ninit_error DRIVER_NOT_LOADED\n", {}, {}},
+      {"no NVML library", kTwoGpus + "lost 1\n", {}, {{"DDPRUN_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1"}}},
+  };
+  for (const RunsCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    ControlFile control(dir);
+    control.write(c.control);
+    std::vector<std::string> args = {"--standalone", "--nproc-per-node", "2"};
+    args.insert(args.end(), c.flags.begin(), c.flags.end());
+    args.insert(args.end(), {"--no-python", "/bin/sh", script(dir, "worker.sh", kMarkAndEnd), dir.str()});
+    auto env = nvml_env(control);
+    for (const auto& [name, value] : c.env) env[name] = value;
+    Outcome outcome = run_ddprun(args, env);
+    EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+    EXPECT_EQ(outcome.err, "") << "nothing to say";
+    EXPECT_EQ(files_named(dir, "ran_0_"), 2);
+  }
+}
+
+// The check is made before every attempt, not once: GPU 1 falls off the bus while the first
+// attempt runs, its worker fails, and the restart (3 allowed) is refused: one attempt ran, not 4.
+TEST(GpuHealth, RestartIsRefusedWhenTheGpuIsLostDuringTheFirstAttempt) {
+  TempDir dir;
+  ControlFile control(dir);
+  control.write(kTwoGpus);
+  const std::string worker = script(dir, "worker.sh",
+                                    "touch \"$1/ran_${TORCHELASTIC_RESTART_COUNT}_$LOCAL_RANK\"\n"
+                                    "while [ ! -f \"$1/fail\" ]; do sleep 0.02; done\n"
+                                    "exit 1\n");
+  Launch launch({"--standalone", "--nproc-per-node", "2", "--max-restarts", "3", "--no-python", "/bin/sh", worker, dir.str()},
+                nvml_env(control));
+  ASSERT_TRUE(eventually([&] { return files_named(dir, "ran_0_") == 2; })) << "the first attempt did not start";
+  control.write(kTwoGpus + "lost 1\n");
+  std::ofstream(dir.path() / "fail");
+  Outcome outcome = launch.wait();
+  EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+  EXPECT_EQ(files_named(dir, "ran_"), 2) << "only the first attempt's two workers ran";
+  // Lost now, but its UUID and bus id were read before the first attempt.
+  const std::string line = "ddprun: GPU 1 (" + kUuid1 + ", bus " + kBus1 +
+                           ") has fallen off the bus or is inaccessible (NVML: GPU_IS_LOST): no worker started "
+                           "(--gpu-health off starts them anyway)\n";
+  EXPECT_EQ(count_of(outcome.err, line), 1) << outcome.err;
+  EXPECT_EQ(count_of(outcome.err, "GPU 1 ("), 1) << outcome.err;
+}
+
+// ---- 2. Health, elastic ----
+
+// Two agents of an elastic job (--nnodes 1:2, c10d), each with its own stand-in GPUs. Node B's GPU 1
+// is lost: B says so and leaves the round with exit 1; A goes on alone, its workers in a round of
+// world size 2, and the job succeeds there.
+TEST(GpuHealth, ElasticTheNodeWithABadGpuLeavesAndTheOtherRunsTheJob) {
+  TempDir dir;
+  TempDir dir_a;
+  TempDir dir_b;
+  ControlFile control_a(dir, "nvml_a");
+  ControlFile control_b(dir, "nvml_b");
+  control_a.write(kTwoGpus);
+  control_b.write(kTwoGpus + "lost 1\n");
+  // Each worker notes its world size; one in a round of 2 (node A alone) ends when the test says,
+  // after B has gone, so that A's job cannot end before B joined and left. Others wait to be stopped.
+  const std::string worker = script(dir, "worker.sh",
+                                    "echo \"$RANK $WORLD_SIZE\" >> \"$1/ranks\"\n"
+                                    "if [ \"$WORLD_SIZE\" = 2 ]; then\n"
+                                    "  while [ ! -f \"$2/end\" ]; do sleep 0.02; done\n"
+                                    "  exit 0\n"
+                                    "fi\n"
+                                    "exec sleep 60\n");
+  const int port = free_port();
+  auto agent = [&](const ControlFile& control, const TempDir& own, bool host) {
+    return std::make_unique<Launch>(
+        std::vector<std::string>{"--nnodes", "1:2", "--nproc-per-node", "2", "--rdzv-backend", "c10d",
+                                 "--rdzv-endpoint", "127.0.0.1:" + std::to_string(port), "--rdzv-id", "gpu-elastic",
+                                 // A hosts the store: B, which leaves, must not take it along.
+                                 std::string("--rdzv-conf=last_call_timeout=0.3,join_timeout=20,close_timeout=5,is_host=") +
+                                     (host ? "1" : "0"),
+                                 "--no-python", "/bin/sh", worker, own.str(), dir.str()},
+        nvml_env(control));
+  };
+  auto a = agent(control_a, dir_a, true);
+  auto b = agent(control_b, dir_b, false);
+  Outcome left = b->wait(15s);
+  std::ofstream(dir.path() / "end");
+  Outcome stayed = a->wait(15s);
+
+  const std::string line = "GPU 1 (uuid unknown, bus unknown) has fallen off the bus or is inaccessible (NVML: "
+                           "GPU_IS_LOST): no worker started (--gpu-health off starts them anyway)";
+  EXPECT_EQ(left.exit_status, 1) << left.err;
+  // B says why it goes; that it left is said by the others (B may also read its own leaving back
+  // from the store before it exits: "node HOST (ADDRESS) left: GPU 1 ...").
+  EXPECT_EQ(count_of(left.err, "ddprun: " + line + "\n"), 1) << left.err;
+  EXPECT_FALSE(fs::exists(dir_b.path() / "ranks")) << "a worker started on node B:\n" << read_file(dir_b.path() / "ranks");
+
+  EXPECT_EQ(stayed.exit_status, 0) << stayed.err;
+  EXPECT_TRUE(contains(stayed.err, ") left: " + line)) << stayed.err;  // "node HOST (ADDRESS) left: ..."
+  EXPECT_TRUE(contains(stayed.err, "1 node(s), world size 2")) << stayed.err;
+  // A's last round: ranks 0 and 1 of a world of 2.
+  std::vector<std::string> ranks = split_lines(read_file(dir_a.path() / "ranks"));
+  ASSERT_GE(ranks.size(), 2u) << stayed.err;
+  std::vector<std::string> last(ranks.end() - 2, ranks.end());
+  std::sort(last.begin(), last.end());
+  EXPECT_EQ(last, (std::vector<std::string>{"0 2", "1 2"})) << read_file(dir_a.path() / "ranks");
+}
+
+}  // namespace
+}  // namespace ddprun::testing
