@@ -5,8 +5,9 @@
 //   every attempt (a GPU lost during the first attempt refuses the restart); one out of sight, a
 //   GeForce without ECC, --gpu-health off and a machine without NVML let the job run. Elastic: the
 //   node with the bad GPU leaves, the other runs the job alone.
+// - Release: a restart waits for the stopped workers' GPU memory (only theirs), at most
+//   --gpu-release-timeout, saying so.
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +85,9 @@ int files_named(const TempDir& dir, const std::string& prefix) {
   for (const auto& entry : fs::directory_iterator(dir.path())) count += entry.path().filename().string().starts_with(prefix);
   return count;
 }
+
+/// A wall-clock time a worker wrote with `date +%s.%N`.
+double time_in(const fs::path& file) { return std::stod(read_file(file)); }
 
 // ---- 1. Health, one node ----
 
@@ -249,6 +253,92 @@ TEST(GpuHealth, ElasticTheNodeWithABadGpuLeavesAndTheOtherRunsTheJob) {
   std::vector<std::string> last(ranks.end() - 2, ranks.end());
   std::sort(last.begin(), last.end());
   EXPECT_EQ(last, (std::vector<std::string>{"0 2", "1 2"})) << read_file(dir_a.path() / "ranks");
+}
+
+// ---- 3. The wait for the stopped workers' GPU memory ----
+
+/// Attempt 0: the worker puts itself (or the pid in $3) on GPU 0's process list, as a CUDA context
+/// would, notes its pid and the time, and fails. Attempt 1 notes the time it started and succeeds.
+const char* kHoldAndFail =
+    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then\n"
+    "  { cat \"$2\"; echo \"proc 0 pid=${3:-$$} used=1500000000\"; } > \"$2.worker\" && mv \"$2.worker\" \"$2\"\n"
+    "  echo $$ > \"$1/pid\"\n"
+    "  date +%s.%N > \"$1/failed_at\"\n"
+    "  exit 3\n"
+    "fi\n"
+    "date +%s.%N > \"$1/restarted_at\"\n";
+
+struct ReleaseJob {
+  TempDir dir;
+  ControlFile control{dir};
+  std::unique_ptr<Launch> launch;
+
+  /// `holder`: the pid the worker lists on the GPU; empty: its own.
+  explicit ReleaseJob(const std::vector<std::string>& flags, const std::string& holder = "") {
+    control.write(kTwoGpus);
+    std::vector<std::string> args = {"--standalone", "--max-restarts", "1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    args.insert(args.end(), {"--no-python", "/bin/sh", script(dir, "worker.sh", kHoldAndFail), dir.str(),
+                             control.path().string()});
+    if (!holder.empty()) args.push_back(holder);
+    launch = std::make_unique<Launch>(args, nvml_env(control));
+  }
+  bool failed() { return eventually([&] { return fs::exists(dir.path() / "failed_at"); }); }
+  double restart_delay() const { return time_in(dir.path() / "restarted_at") - time_in(dir.path() / "failed_at"); }
+  std::string pid() const { return split_lines(read_file(dir.path() / "pid")).at(0); }
+};
+
+// The memory is freed 2 s after the failure (the test takes the worker's line out; the worker's own
+// processes are gone by then): the restart waits for it, saying so, and no longer.
+TEST(GpuRelease, TheRestartWaitsUntilTheStoppedWorkersMemoryIsFreed) {
+  ReleaseJob job({});
+  ASSERT_TRUE(job.failed());
+  std::this_thread::sleep_for(2s);
+  job.control.write(kTwoGpus);
+  Outcome outcome = job.launch->wait();
+  ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_GE(job.restart_delay(), 1.9) << outcome.err;
+  EXPECT_LT(job.restart_delay(), 4.0) << outcome.err;
+  EXPECT_TRUE(contains(outcome.err, "ddprun: waiting for the stopped workers' GPU memory to be freed: 1.4G by pid " +
+                                        job.pid() + " (at most 30 s, --gpu-release-timeout)\n"))
+      << outcome.err;
+  std::smatch freed;
+  ASSERT_TRUE(std::regex_search(outcome.err, freed, std::regex("ddprun: GPU memory of the stopped workers freed after ([0-9.]+) s\n")))
+      << outcome.err;
+  EXPECT_GE(std::stod(freed[1]), 1.9) << outcome.err;
+}
+
+// Memory held by a process that is not the job's (here: the test's own pid) is not waited for.
+// The timeout is 3 s so that a wrong wait shows as a delay of 3 s, not as a 30 s test.
+TEST(GpuRelease, MemoryOfAnotherProcessIsNotWaitedFor) {
+  ReleaseJob job({"--gpu-release-timeout", "3"}, std::to_string(::getpid()));
+  Outcome outcome = job.launch->wait();
+  ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_LT(job.restart_delay(), 1.5) << outcome.err;
+  EXPECT_FALSE(contains(outcome.err, "GPU memory")) << outcome.err;
+}
+
+// Held for good: the restart goes ahead after --gpu-release-timeout, naming the pid.
+TEST(GpuRelease, MemoryHeldPastTheTimeoutIsNamedAndTheWorkersStartAnyway) {
+  ReleaseJob job({"--gpu-release-timeout", "1"});
+  Outcome outcome = job.launch->wait();
+  ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_GE(job.restart_delay(), 0.95) << outcome.err;
+  EXPECT_LT(job.restart_delay(), 2.5) << outcome.err;
+  EXPECT_TRUE(contains(outcome.err, "ddprun: waiting for the stopped workers' GPU memory to be freed: 1.4G by pid " +
+                                        job.pid() + " (at most 1 s, --gpu-release-timeout)\n"))
+      << outcome.err;
+  EXPECT_TRUE(contains(outcome.err, "ddprun: GPU memory still held after 1 s (--gpu-release-timeout): 1.4G by pid " +
+                                        job.pid() + "; starting the workers anyway\n"))
+      << outcome.err;
+}
+
+TEST(GpuRelease, TimeoutZeroDoesNotWait) {
+  ReleaseJob job({"--gpu-release-timeout", "0"});
+  Outcome outcome = job.launch->wait();
+  ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_LT(job.restart_delay(), 1.5) << outcome.err;
+  EXPECT_FALSE(contains(outcome.err, "GPU memory")) << outcome.err;
 }
 
 }  // namespace
