@@ -7,7 +7,10 @@
 //   node with the bad GPU leaves, the other runs the job alone.
 // - Release: a restart waits for the stopped workers' GPU memory (only theirs), at most
 //   --gpu-release-timeout, saying so.
+// - A stalled NVML call delays neither the reaction to a worker's exit nor ddprun's own exit.
+// - The GPU fields in /api/status, /metrics, `ddprun status` and the terminal's status block.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -339,6 +342,62 @@ TEST(GpuRelease, TimeoutZeroDoesNotWait) {
   ASSERT_EQ(outcome.exit_status, 0) << outcome.err;
   EXPECT_LT(job.restart_delay(), 1.5) << outcome.err;
   EXPECT_FALSE(contains(outcome.err, "GPU memory")) << outcome.err;
+}
+
+// ---- 4. A stalled NVML ----
+
+// While the status monitor samples the GPUs (every 0.2 s), utilisation reads stall for good. The
+// worker lives on 3 s (past the sampler's 2 s deadline, so that the stall is said), notes the time
+// and fails: ddprun exits right after, though its NVML thread never comes back from the call.
+TEST(GpuStall, AStalledNvmlCallDelaysNeitherTheReactionToAnExitNorDdprunsExit) {
+  TempDir dir;
+  ControlFile control(dir);
+  control.write(kTwoGpus);
+  const std::string worker = script(dir, "worker.sh",
+                                    "touch \"$1/started\"\n"
+                                    "while [ ! -f \"$1/stalled\" ]; do sleep 0.02; done\n"
+                                    "sleep 3\n"
+                                    "date +%s.%N > \"$1/exit_at\"\n"
+                                    "exit 1\n");
+  // The shell notes when ddprun exited, and holds the test's pipes alone (ddprun writes to files),
+  // so that a ddprun that never exits fails the test at the timeout instead of hanging it.
+  const fs::path err = dir.path() / "ddprun.err";
+  Launch launch(Launch::Command{{"/bin/sh", "-c",
+                                 "\"$0\" \"$@\" >\"$TEST_DIR/ddprun.out\" 2>\"$TEST_DIR/ddprun.err\" & "
+                                 "echo $! >\"$TEST_DIR/ddprun.pid\"; wait $!; status=$?; "
+                                 "date +%s.%N >\"$TEST_DIR/ddprun_end\"; exit $status",
+                                 ddprun_binary(), "--standalone", "--status-interval", "0.2", "--no-python", "/bin/sh",
+                                 worker, dir.str()}},
+                [&] {
+                  auto env = nvml_env(control);
+                  env["TEST_DIR"] = dir.str();
+                  return env;
+                }());
+  struct KillLeftover {  // a ddprun that hangs (the failure this test looks for) goes with the test
+    fs::path pid_file;
+    ~KillLeftover() {
+      const std::string pid = read_file(pid_file);
+      if (!pid.empty() && process_alive(std::stoi(pid))) ::kill(std::stoi(pid), SIGKILL);
+    }
+  } leftover{dir.path() / "ddprun.pid"};
+  // After the first attempt started: a stall before NVML's first answer would hold the start for
+  // the gate's first deadline (30 s).
+  ASSERT_TRUE(eventually([&] { return fs::exists(dir.path() / "started"); }));
+  std::this_thread::sleep_for(300ms);  // a sample or so with answers
+  control.write(kTwoGpus + "sleep nvmlDeviceGetUtilizationRates forever\n");
+  std::ofstream(dir.path() / "stalled");
+  Outcome outcome = launch.wait(20s);
+  outcome.err = read_file(err);
+  EXPECT_EQ(outcome.exit_status, 1) << outcome.err;
+  ASSERT_TRUE(fs::exists(dir.path() / "ddprun_end")) << "ddprun did not exit\n" << outcome.err;
+  const double reaction = time_in(dir.path() / "ddprun_end") - time_in(dir.path() / "exit_at");
+  EXPECT_LT(reaction, 1.0) << outcome.err;
+  // The stall is said when it begins, once, however long it lasts: the note's seconds grow at every
+  // sample (0.2 s apart here), and the status lines go on.
+  EXPECT_EQ(count_of(outcome.err, "ddprun: GPU state: NVML stalled: nvmlDeviceGetUtilizationRates has not returned for "),
+            1)
+      << outcome.err;
+  EXPECT_TRUE(contains(outcome.err, "; the GPU fields keep their last values\n")) << outcome.err;
 }
 
 }  // namespace
