@@ -225,7 +225,7 @@ bool BoardLink::gather_hang_stacks(std::vector<RankStacks> own, std::function<vo
   hang_gather_done_ = std::move(done);
   auto own_ranks = std::make_shared<std::vector<RankStacks>>(std::move(own));
   auto finish = [this](StacksReply reply) {
-    if (auto done = std::exchange(hang_gather_done_, nullptr)) done(std::move(reply));
+    if (auto pending = std::exchange(hang_gather_done_, nullptr)) pending(std::move(reply));
   };
   board_->request_stacks(round, [this, round, own_ranks, finish](std::int64_t request, const std::string& error) {
     if (request <= 0) {
