@@ -31,12 +31,16 @@ the sampler thread's requests, the reader, each rank's GPU fields, the status bl
                         no gate: the same with --gpu-health off --gpu-release-timeout 0
                         no NVML: no driver (the gate asks nothing)
                       Goal: gate - no gate not measurable (inside the run-to-run spread).
+  gpu_launch_8x       Launch + teardown of 8 /bin/true (a first start: the health check waits for
+                      NVML's first answer), default against --gpu-health off, with the stand-in's
+                      8 GPUs and with no driver (the machine of most CPU jobs).
 """
 import argparse
 import os
 import statistics
+import subprocess
 import sys
-import tempfile
+import time
 from pathlib import Path
 
 from bench_common import BenchError, run_harness
@@ -122,9 +126,43 @@ def bench_restart(a, tmp):
         details(label, results[label])
 
 
+def launch_once(cmd, env):
+    t = time.perf_counter()
+    out = subprocess.run(cmd, env=env, capture_output=True, timeout=120)
+    if out.returncode != 0:
+        raise BenchError(f"exit {out.returncode}: {' '.join(cmd)}\n{out.stderr.decode(errors='replace')[-1500:]}")
+    return (time.perf_counter() - t) * 1000
+
+
+def bench_launch(a, tmp):
+    control = standin_control(tmp)
+    base = [a.ddprun, "--standalone", "--nproc-per-node", str(NPROC)]
+    variants = [
+        ("stand-in, GPU check", env_with(a.standin, control), base + ["--no-python", "/bin/true"]),
+        ("stand-in, --gpu-health off", env_with(a.standin, control), base + ["--gpu-health", "off", "--no-python", "/bin/true"]),
+        ("no driver, GPU check", env_with("/nonexistent/libnvidia-ml.so.1", control), base + ["--no-python", "/bin/true"]),
+        ("no driver, --gpu-health off", env_with("/nonexistent/libnvidia-ml.so.1", control),
+         base + ["--gpu-health", "off", "--no-python", "/bin/true"]),
+    ]
+    for _, env, cmd in variants:
+        launch_once(cmd, env)
+    results = {label: [] for label, _, _ in variants}
+    for _ in range(a.launch_runs):
+        for label, env, cmd in variants:
+            results[label].append(launch_once(cmd, env))
+    name = "gpu_launch_8x"
+    m = {label: statistics.median(xs) for label, xs in results.items()}
+    print(f"{name}  GPU check median {fmt(m['stand-in, GPU check'])} ms  --gpu-health off median "
+          f"{fmt(m['stand-in, --gpu-health off'])} ms (stand-in); no driver {fmt(m['no driver, GPU check'])} "
+          f"against {fmt(m['no driver, --gpu-health off'])} ms (goal: not measurable)", flush=True)
+    for label, _, _ in variants:
+        details(label, results[label])
+
+
 BENCHMARKS = {
     "gpu_status_cpu_8x": bench_status_cpu,
     "gpu_restart_8x": bench_restart,
+    "gpu_launch_8x": bench_launch,
 }
 
 
@@ -140,6 +178,7 @@ def main():
     p.add_argument("--window", type=float, default=10.0, help="seconds gpu_status_cpu_8x measures each run")
     p.add_argument("--runs", type=int, default=3, help="runs of each gpu_status_cpu_8x variant")
     p.add_argument("--restart-runs", type=int, default=9, help="runs of each gpu_restart_8x variant")
+    p.add_argument("--launch-runs", type=int, default=15, help="runs of each gpu_launch_8x variant")
     p.add_argument("--list", action="store_true", help="print the benchmark names and exit")
     a = p.parse_args()
     return run_harness(BENCHMARKS, a, lambda chosen: (a.ddprun, a.standin), tmp_prefix="ddprun-gpu-bench-")
