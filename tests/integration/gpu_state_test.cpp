@@ -8,7 +8,6 @@
 // - Release: a restart waits for the stopped workers' GPU memory (only theirs), at most
 //   --gpu-release-timeout, saying so.
 // - A stalled NVML call delays neither the reaction to a worker's exit nor ddprun's own exit.
-// - The GPU fields in /api/status, /metrics, `ddprun status` and the terminal's status block.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -346,9 +345,10 @@ TEST(GpuRelease, TimeoutZeroDoesNotWait) {
 
 // ---- 4. A stalled NVML ----
 
-// While the status monitor samples the GPUs (every 0.2 s), utilisation reads stall for good. The
-// worker lives on 3 s (past the sampler's 2 s deadline, so that the stall is said), notes the time
-// and fails: ddprun exits right after, though its NVML thread never comes back from the call.
+// While the status monitor samples (--status-interval 0.2), utilisation reads stall for good. The
+// worker lives on until ddprun has said so (the sampler's deadline is 2 s after the stuck call
+// began) and 1.5 s more (more samples of the same stall), notes the time and fails: ddprun exits
+// right after, though its NVML thread never comes back from the call.
 TEST(GpuStall, AStalledNvmlCallDelaysNeitherTheReactionToAnExitNorDdprunsExit) {
   TempDir dir;
   ControlFile control(dir);
@@ -356,7 +356,11 @@ TEST(GpuStall, AStalledNvmlCallDelaysNeitherTheReactionToAnExitNorDdprunsExit) {
   const std::string worker = script(dir, "worker.sh",
                                     "touch \"$1/started\"\n"
                                     "while [ ! -f \"$1/stalled\" ]; do sleep 0.02; done\n"
-                                    "sleep 3\n"
+                                    "i=0\n"  // 10 s at most: a ddprun that never says it fails below
+                                    "while ! grep -q 'NVML stalled' \"$1/ddprun.err\" && [ $i -lt 500 ]; do\n"
+                                    "  sleep 0.02; i=$((i + 1))\n"
+                                    "done\n"
+                                    "sleep 1.5\n"
                                     "date +%s.%N > \"$1/exit_at\"\n"
                                     "exit 1\n");
   // The shell notes when ddprun exited, and holds the test's pipes alone (ddprun writes to files),
