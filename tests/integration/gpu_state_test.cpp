@@ -8,6 +8,7 @@
 // - Release: a restart waits for the stopped workers' GPU memory (only theirs), at most
 //   --gpu-release-timeout, saying so.
 // - A stalled NVML call delays neither the reaction to a worker's exit nor ddprun's own exit.
+// - The GPU fields in /api/status, /metrics (promtool), `ddprun status` and the terminal's status block.
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <unistd.h>
@@ -17,14 +18,19 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../support/chromium.hpp"  // shell_output
 #include "../support/free_port.hpp"
+#include "../support/raw_http.hpp"
 #include "harness.hpp"
+#include "pty_launch.hpp"
 
 namespace ddprun::testing {
 namespace {
@@ -402,6 +408,193 @@ TEST(GpuStall, AStalledNvmlCallDelaysNeitherTheReactionToAnExitNorDdprunsExit) {
             1)
       << outcome.err;
   EXPECT_TRUE(contains(outcome.err, "; the GPU fields keep their last values\n")) << outcome.err;
+}
+
+// ---- 5. The GPU fields in the status outputs ----
+
+/// GPU 0: busy, hot, power-capped; GPU 1: less so (not a GPU straggler: above half the median).
+const std::string kBusyGpus =
+    "gpu 0 uuid=" + kUuid0 + " bus=" + kBus0 +
+    " util=97 mem_used=65498251264 mem_total=85899345920 temp=71 power_mw=312500 throttle=0x4\n" +
+    "gpu 1 uuid=" + kUuid1 + " bus=" + kBus1 + " util=60 mem_used=10737418240 mem_total=85899345920 temp=55 power_mw=150000\n";
+
+/// Notes its pid and waits for the test's word.
+const char* kPidAndWait =
+    "echo $$ > \"$1/pid_$LOCAL_RANK\"\n"
+    "while [ ! -f \"$1/end\" ]; do sleep 0.05; done\n";
+
+/// A job of 2 workers, one GPU each (--devices-per-worker 1: CUDA_VISIBLE_DEVICES 0 and 1), with the
+/// status endpoint; its stderr goes to a file read while it runs.
+class GpuStatusJob {
+ public:
+  explicit GpuStatusJob(const RuntimeDir& runtime) : control_(dir_) {
+    control_.write(kBusyGpus);
+    auto env = nvml_env(control_);
+    env["XDG_RUNTIME_DIR"] = runtime.str();
+    env["TEST_ERR"] = err_.string();
+    launch_ = std::make_unique<Launch>(
+        Launch::Command{{"/bin/sh", "-c", "exec \"$0\" \"$@\" 2>\"$TEST_ERR\"", ddprun_binary(), "--standalone",
+                         "--nproc-per-node", "2", "--devices-per-worker", "1", "--status-port", "0", "--no-python",
+                         "/bin/sh", script(dir_, "worker.sh", kPidAndWait), dir_.str()}},
+        env);
+  }
+  ~GpuStatusJob() {
+    if (launch_) end();
+  }
+  /// The workers' pids by rank, once both started; empty if they did not.
+  std::vector<std::string> pids() const {
+    if (!eventually([&] { return !read_file(dir_.path() / "pid_0").empty() && !read_file(dir_.path() / "pid_1").empty(); })) {
+      return {};
+    }
+    return {split_lines(read_file(dir_.path() / "pid_0")).at(0), split_lines(read_file(dir_.path() / "pid_1")).at(0)};
+  }
+  const ControlFile& control() const { return control_; }
+  std::string stderr_text() const { return read_file(err_); }
+  int port() const { return printed_status_port(stderr_text()); }
+  Outcome end() {
+    std::ofstream(dir_.path() / "end");
+    Outcome outcome = launch_->wait();
+    launch_.reset();
+    outcome.err = stderr_text();
+    return outcome;
+  }
+
+ private:
+  TempDir dir_;
+  ControlFile control_;
+  fs::path err_ = dir_.path() / "ddprun.err";
+  std::unique_ptr<Launch> launch_;
+};
+
+/// rank -> its status, as /api/status serves it; empty on any error.
+std::map<int, nlohmann::json> served_ranks(int port, std::string& body) {
+  std::map<int, nlohmann::json> ranks;
+  HttpReply reply = http_get(RawConnection::tcp(port), "/api/status");
+  body = reply.body;
+  if (reply.status != 200) return {};
+  const nlohmann::json status = nlohmann::json::parse(reply.body, nullptr, false);
+  if (status.is_discarded()) return {};
+  for (const auto& node : status.at("nodes")) {
+    for (const auto& rank : node.at("ranks")) ranks[rank.at("rank").get<int>()] = rank;
+  }
+  return ranks;
+}
+
+// Each rank sees its own GPU: /api/status gives its values (the memory its own process holds on
+// it, by NVML's process list; an Xid that came after ddprun began watching), /metrics gives them
+// as ddprun_rank_gpu_* series that promtool accepts, and `ddprun status` has the gpu column.
+TEST(GpuStatus, ApiStatusMetricsAndDdprunStatusShowEachRanksGpu) {
+  RuntimeDir runtime;
+  GpuStatusJob job(runtime);
+  const std::vector<std::string> pids = job.pids();
+  ASSERT_EQ(pids.size(), 2u) << job.stderr_text();
+  ASSERT_TRUE(eventually([&] { return job.port() > 0; })) << job.stderr_text();
+  // Rank 1's process holds 4 GiB of its GPU; GPU 0 reports Xid 79 (the gate's sample before the
+  // start registered ddprun for Xids: one from before would not be reported, as in NVML).
+  job.control().write(kBusyGpus + "proc 1 pid=" + pids[1] + " used=4294967296\nxid 0 79\n");
+
+  std::map<int, nlohmann::json> ranks;
+  std::string body;
+  ASSERT_TRUE(eventually([&] {
+    ranks = served_ranks(job.port(), body);
+    return ranks.size() == 2 && ranks[0]["gpus"].size() == 1 && ranks[0]["gpus"][0]["xid_count"] == 1 &&
+           ranks[1]["gpus"].size() == 1 && ranks[1]["gpus"][0]["own_memory_bytes"] == 4294967296ULL;
+  }, 10s)) << body;
+  const nlohmann::json gpu0 = ranks[0]["gpus"][0];
+  EXPECT_EQ(gpu0["index"], 0) << gpu0;
+  EXPECT_EQ(gpu0["uuid"], kUuid0) << gpu0;
+  EXPECT_EQ(gpu0["bus_id"], kBus0) << gpu0;
+  EXPECT_EQ(gpu0["utilisation_percent"], 97) << gpu0;
+  EXPECT_EQ(gpu0["memory_used_bytes"], 65498251264ULL) << gpu0;
+  EXPECT_EQ(gpu0["memory_total_bytes"], 85899345920ULL) << gpu0;
+  EXPECT_EQ(gpu0["own_memory_bytes"], 0) << "its process is not on the GPU's list: " << gpu0;
+  EXPECT_EQ(gpu0["temperature_c"], 71) << gpu0;
+  EXPECT_DOUBLE_EQ(gpu0["power_watts"].get<double>(), 312.5) << gpu0;
+  EXPECT_EQ(gpu0["throttle"], nlohmann::json::array({"SwPowerCap"})) << gpu0;
+  EXPECT_EQ(gpu0["uncorrectable_ecc_errors"], 0) << gpu0;
+  EXPECT_EQ(gpu0["xids"], nlohmann::json::array({79})) << gpu0;
+  EXPECT_EQ(gpu0["problem"], "") << gpu0;
+  const nlohmann::json gpu1 = ranks[1]["gpus"][0];
+  EXPECT_EQ(gpu1["index"], 1) << gpu1;
+  EXPECT_EQ(gpu1["uuid"], kUuid1) << gpu1;
+  EXPECT_EQ(gpu1["utilisation_percent"], 60) << gpu1;
+  EXPECT_EQ(gpu1["temperature_c"], 55) << gpu1;
+  EXPECT_DOUBLE_EQ(gpu1["power_watts"].get<double>(), 150.0) << gpu1;
+  EXPECT_EQ(gpu1["throttle"], nlohmann::json::array()) << gpu1;
+  EXPECT_EQ(gpu1["xid_count"], 0) << gpu1;
+  EXPECT_EQ(ranks[0]["gpu_straggler"], false);
+  EXPECT_EQ(ranks[1]["gpu_straggler"], false);
+
+  HttpReply metrics = http_get(RawConnection::tcp(job.port()), "/metrics");
+  ASSERT_EQ(metrics.status, 200);
+  // The series of rank R name its GPU (R: one GPU per rank) by index and UUID.
+  struct Sample {
+    std::string name;
+    int rank;
+    std::string value;
+    std::string more_labels;
+  };
+  for (const Sample& sample : std::vector<Sample>{
+           {"ddprun_rank_gpu_utilization_ratio", 0, "0.97", ""},
+           {"ddprun_rank_gpu_utilization_ratio", 1, "0.6", ""},
+           {"ddprun_rank_gpu_memory_used_bytes", 0, "65498251264", ""},
+           {"ddprun_rank_gpu_memory_total_bytes", 1, "85899345920", ""},
+           {"ddprun_rank_gpu_own_memory_bytes", 0, "0", ""},
+           {"ddprun_rank_gpu_own_memory_bytes", 1, "4294967296", ""},
+           {"ddprun_rank_gpu_temperature_celsius", 0, "71", ""},
+           {"ddprun_rank_gpu_power_watts", 0, "312.5", ""},
+           {"ddprun_rank_gpu_throttled", 0, "1", ",reason=\"SwPowerCap\""},
+           {"ddprun_rank_gpu_uncorrectable_ecc_errors", 1, "0", ""},
+           {"ddprun_rank_gpu_xids_total", 0, "1", ""},
+           {"ddprun_rank_gpu_healthy", 1, "1", ""},
+       }) {
+    const std::string rank = std::to_string(sample.rank);
+    const std::string labels = "rank=\"" + rank + "\",local_rank=\"" + rank + "\",gpu=\"" + rank + "\",uuid=\"" +
+                               (sample.rank == 0 ? kUuid0 : kUuid1) + "\"" + sample.more_labels + "} " + sample.value + "\n";
+    bool found = false;
+    for (const std::string& line : split_lines(metrics.body)) {
+      found = found || (line.starts_with(sample.name + "{node=\"0\",host=\"") && (line + "\n").ends_with(labels));
+    }
+    EXPECT_TRUE(found) << sample.name << "{..." << labels << " in\n" << metrics.body;
+  }
+  EXPECT_FALSE(contains(metrics.body, "gpu=\"1\",uuid=\"" + kUuid1 + "\",reason=")) << "GPU 1 is not throttled:\n" << metrics.body;
+  if (::access("/usr/bin/promtool", X_OK) == 0) {
+    TempDir scratch;
+    const fs::path file = scratch.path() / "metrics.txt";
+    std::ofstream(file) << metrics.body;
+    int status = -1;
+    const std::string lint = shell_output("promtool check metrics < '" + file.string() + "' 2>&1", &status);
+    EXPECT_EQ(status, 0) << lint;
+    EXPECT_EQ(lint, "") << "promtool's lint";
+  } else {
+    std::cerr << "promtool is not installed (scripts/setup.sh --tests installs it): /metrics not linted\n";
+  }
+
+  Outcome status = run_ddprun({"status"}, {{"XDG_RUNTIME_DIR", runtime.str()}});
+  ASSERT_EQ(status.exit_status, 0) << status.err;
+  EXPECT_TRUE(std::regex_search(status.out, std::regex("\n *rank .* gpu ")) ) << status.out;
+  EXPECT_TRUE(std::regex_search(status.out, std::regex("\n +0 +0 +0 +" + pids[0] + " +running .* 97% 61/80G 71C thr xid79 ")))
+      << status.out;
+  EXPECT_TRUE(std::regex_search(status.out, std::regex("\n +1 +0 +1 +" + pids[1] + " +running .* 60% 10/80G 55C ")))
+      << status.out;
+
+  Outcome outcome = job.end();
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+}
+
+// On a terminal, the status block at the bottom has the gpu column.
+TEST(GpuStatus, TheTerminalStatusBlockShowsTheGpuColumn) {
+  TempDir dir;
+  ControlFile control(dir);
+  control.write(kBusyGpus);
+  PtyLaunch launch({ddprun_binary(), "--standalone", "--nproc-per-node", "2", "--devices-per-worker", "1", "--no-python",
+                    "/bin/sh", script(dir, "worker.sh", kPidAndWait), dir.str()},
+                   PtyLaunch::as_given, nvml_env(control));
+  EXPECT_TRUE(launch.wait_for("97% 61/80G 71C thr", 15s)) << launch.output();
+  EXPECT_TRUE(launch.wait_for("60% 10/80G 55C", 5s)) << launch.output();
+  EXPECT_TRUE(std::regex_search(launch.output(), std::regex("rank +state .* gpu "))) << launch.output();
+  std::ofstream(dir.path() / "end");
+  EXPECT_EQ(launch.wait_exit(), 0) << launch.output();
 }
 
 }  // namespace
