@@ -94,6 +94,10 @@ void StatusMonitor::pids_seen(std::vector<pid_t>& out) const {
 
 void StatusMonitor::ask_gpus() {
   if (gpu_sampler_ == nullptr || gpu_unavailable_ || gpu_asking_) return;  // one request at a time
+  const auto now = std::chrono::steady_clock::now();
+  // Due within half a status interval counts as due: samples come a little early or late.
+  if (gpu_asked_at_ && now - *gpu_asked_at_ + settings_.interval / 2 < settings_.gpu_interval) return;
+  gpu_asked_at_ = now;
   gpu_asking_ = true;
   std::weak_ptr<int> life = life_;
   gpu_sampler_->sample(std::nullopt, [this, life](GpuSampleResult result) {

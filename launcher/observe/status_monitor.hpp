@@ -11,7 +11,7 @@
 /// Per rank also its GPUs (rank_gpus.hpp), when the agent lends the monitor its GPU sampler: each
 /// sample asks the sampler for every GPU of the node and shows the answer that came since the last
 /// sample, so the GPU fields are at most one interval old. The sampler makes its NVML calls on its
-/// own thread (gpu/gpu_sampler.hpp): a stalled driver leaves the last values and a note
+/// own thread (gpu/gpu_sampler.hpp), every gpu_interval (2 s): a stalled driver leaves the last values and a note
 /// (NodeStatus::gpu_note) and never holds a sample back. A rank whose GPUs idle while the others'
 /// work is a GPU straggler (straggler_rule.hpp's kGpuStragglerSettings).
 ///
@@ -42,6 +42,10 @@ struct StatusMonitorSettings {
   double rate_window_seconds = 10;  ///< rates (and so the straggler rule) over this many seconds
   StragglerSettings straggler;
   std::string proc_root = "/proc";
+  /// How often the node's GPUs are asked for (when a GPU sampler is lent): every sample's /proc
+  /// reads are cheap, a GPU sample is a dozen driver calls per GPU; 2 s keeps its cost near the
+  /// rest of the status and is finer than any metrics scrape.
+  std::chrono::milliseconds gpu_interval{2000};
 };
 
 /// One attempt's workers, as the agent starts them.
@@ -127,6 +131,7 @@ class StatusMonitor {
   GpuSampler* gpu_sampler_ = nullptr;
   GpuSight gpu_sight_;
   bool gpu_asking_ = false;      ///< a request is out; its answer comes as a handler
+  std::optional<std::chrono::steady_clock::time_point> gpu_asked_at_;  ///< the last request
   bool gpu_unavailable_ = false;  ///< no NVML here: never asked again, no GPU fields
   std::vector<GpuState> gpus_;   ///< the last sample of the node's GPUs
   std::string gpu_note_;
