@@ -142,7 +142,10 @@ class Transitions {
   void operator()(const event::RoundEnded& e) {
     if (!s_.round || e.round != *s_.round || s_.round_end || s_.phase == Phase::finished) return;
     s_.round_end = e.end;
-    if (!rendezvous::ends_the_job(e.end.kind)) print(describe_end_here(e.end));
+    // This node's own leaving, read back from the store: it said why it leaves already, and no new
+    // round is formed here.
+    const bool own_leaving = e.end.kind == EndKind::left && e.end.node == s_.node_id;
+    if (!rendezvous::ends_the_job(e.end.kind) && !own_leaving) print(describe_end_here(e.end));
     if (s_.phase == Phase::running) {
       s_.phase = Phase::stopping_for_round_end;
       out_.push_back(action::StopGroup{SIGTERM});

@@ -226,6 +226,22 @@ TEST(SupervisorGpuRefusal, AnElasticNodeLeavesAStaticOneFailsTheJob) {
   EXPECT_EQ(run(single_node, "group-done"), std::string("print(") + kGpuRefusal + ") | finish(1)");
 }
 
+// A node that leaves reads its own end back from the store: it says nothing of a new round.
+TEST(SupervisorGpuRefusal, TheLeavingNodeReadsItsOwnEndBackSilently) {
+  SupervisorState state = fixture(P::running, multi);
+  state.elastic = true;
+  run(state, "start-failed-gpu");
+  run(state, "group-done");
+  ASSERT_EQ(phase_name(state.phase), std::string("leaving"));
+  const auto actions = next(state, event::RoundEnded{*state.round, RoundEnd{EndKind::left, kSelf, "node hostA (10.0.0.1) left: GPU"}});
+  for (const auto& action : actions) EXPECT_EQ(describe_action(action).find("print("), std::string::npos) << describe_action(action);
+  // Another node's leaving is still said.
+  SupervisorState other = fixture(P::running, multi);
+  const auto said = next(other, event::RoundEnded{*other.round, RoundEnd{EndKind::left, "other-2", "node hostB left (SIGTERM)"}});
+  ASSERT_FALSE(said.empty());
+  EXPECT_EQ(describe_action(said.front()), "print(node hostB left (SIGTERM); stopping the workers to form a new round)");
+}
+
 /// The event kinds (variant alternatives) and phases every table must cover.
 const std::vector<std::string> kEventsPerKind = {"started",    "exit-failed", "reap-batch-done", "start-failed",
                                                  "sigint",     "group-done",  "round-formed",    "round-4-failed",
