@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace asio = boost::asio;
 
@@ -60,6 +61,7 @@ void StatusMonitor::begin_attempt(StatusAttempt attempt) {
   }
   stragglers_ = StragglerRule(settings_.straggler);
   gpu_stragglers_ = StragglerRule(kGpuStragglerSettings);
+  gpus_changed_ = true;  // new ranks: their GPU fields are made at the next sample
   latest_.node_rank = attempt_.node_rank;
   latest_.host = attempt_.host;
   latest_.attempt = attempt_.attempt;
@@ -83,6 +85,7 @@ void StatusMonitor::worker_exited(int local_rank, int exitcode, bool stopped_by_
 void StatusMonitor::set_gpus(GpuSampler* sampler, GpuSight sight) {
   gpu_sampler_ = sampler;
   gpu_sight_ = std::move(sight);
+  gpus_changed_ = true;
 }
 
 void StatusMonitor::pids_seen(std::vector<pid_t>& out) const {
@@ -112,6 +115,7 @@ void StatusMonitor::on_gpus(GpuSampleResult result) {
     gpu_unavailable_ = true;
     gpus_.clear();
     gpu_note_.clear();
+    gpus_changed_ = true;
     return;
   }
   if (auto problem = gpu_sample_problem(result)) {
@@ -122,6 +126,7 @@ void StatusMonitor::on_gpus(GpuSampleResult result) {
   gpu_note_.clear();
   xids_.add(result.gpus);
   gpus_ = std::move(result.gpus);
+  gpus_changed_ = true;
 }
 
 void StatusMonitor::show_gpus() {
@@ -233,7 +238,8 @@ void StatusMonitor::sample_now() {
     }
   }
   const std::vector<bool> stragglers = stragglers_.update(rates, peer_rates_);
-  show_gpus();
+  // The ranks' GPU fields change with a GPU sample (every gpu_interval), not with every /proc one.
+  if (std::exchange(gpus_changed_, false)) show_gpus();
   std::vector<std::optional<double>> utilisation(ranks_.size());
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     if (ranks_[i]->status.state == RankState::running) utilisation[i] = gpu_utilisation_of(ranks_[i]->status);

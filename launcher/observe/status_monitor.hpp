@@ -134,6 +134,7 @@ class StatusMonitor {
   std::optional<std::chrono::steady_clock::time_point> gpu_asked_at_;  ///< the last request
   bool gpu_unavailable_ = false;  ///< no NVML here: never asked again, no GPU fields
   std::vector<GpuState> gpus_;   ///< the last sample of the node's GPUs
+  bool gpus_changed_ = false;    ///< since the ranks' GPU fields were made (a GPU sample, a new attempt)
   std::string gpu_note_;
   GpuXidLog xids_;
   StragglerRule gpu_stragglers_{kGpuStragglerSettings};
