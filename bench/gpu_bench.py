@@ -101,6 +101,18 @@ def bench_status_cpu(a, tmp):
         details(label, cpu[label], f"; the loop thread alone {fmt(statistics.median(loop[label]))} ms")
 
 
+def take_turns(variants, runs, measure):
+    """One unrecorded run of each variant, then `runs` rounds in which each runs once, in turn, so that
+    slow drift on a shared machine hits all alike: {label: [measure(cmd, env), ...]}."""
+    for _, env, cmd in variants:
+        measure(cmd, env)
+    results = {label: [] for label, _, _ in variants}
+    for _ in range(runs):
+        for label, env, cmd in variants:
+            results[label].append(measure(cmd, env))
+    return results
+
+
 def bench_restart(a, tmp):
     if not os.access(a.probe, os.X_OK):
         raise BenchError(f"no restart probe at {a.probe} (build it: scripts/build.sh)")
@@ -112,12 +124,7 @@ def bench_restart(a, tmp):
          base + ["--gpu-health", "off", "--gpu-release-timeout", "0", "--no-python", a.probe]),
         ("no NVML", env_with("/nonexistent/libnvidia-ml.so.1", control), base + ["--no-python", a.probe]),
     ]
-    for label, env, cmd in variants:  # warm-up, unrecorded
-        restart_once(cmd, env)
-    results = {label: [] for label, _, _ in variants}
-    for _ in range(a.restart_runs):
-        for label, env, cmd in variants:
-            results[label].append(restart_once(cmd, env))
+    results = take_turns(variants, a.restart_runs, restart_once)
     name = "gpu_restart_8x"
     gate, no_gate = statistics.median(results["gate"]), statistics.median(results["no gate"])
     print(f"{name}  with the GPU gate median {fmt(gate)} ms  without median {fmt(no_gate)} ms  "
@@ -144,12 +151,7 @@ def bench_launch(a, tmp):
         ("no driver, --gpu-health off", env_with("/nonexistent/libnvidia-ml.so.1", control),
          base + ["--gpu-health", "off", "--no-python", "/bin/true"]),
     ]
-    for _, env, cmd in variants:
-        launch_once(cmd, env)
-    results = {label: [] for label, _, _ in variants}
-    for _ in range(a.launch_runs):
-        for label, env, cmd in variants:
-            results[label].append(launch_once(cmd, env))
+    results = take_turns(variants, a.launch_runs, launch_once)
     name = "gpu_launch_8x"
     m = {label: statistics.median(xs) for label, xs in results.items()}
     print(f"{name}  GPU check median {fmt(m['stand-in, GPU check'])} ms  --gpu-health off median "

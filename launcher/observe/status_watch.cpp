@@ -22,6 +22,19 @@ std::chrono::milliseconds sample_interval(double status_interval_s) {
   return std::clamp(asked, kShortest, kDefault);
 }
 
+/// Whether `rank` is to be named now: it straggles and was not named since it last caught up.
+/// Keeps `named` (the ranks named and not caught up since).
+bool newly_named(std::vector<int>& named, int rank, bool straggles) {
+  const bool was = std::find(named.begin(), named.end(), rank) != named.end();
+  if (!straggles) {
+    if (was) std::erase(named, rank);  // caught up: named again should it fall behind again
+    return false;
+  }
+  if (was) return false;
+  named.push_back(rank);
+  return true;
+}
+
 }  // namespace
 
 StatusWatch::StatusWatch(boost::asio::io_context& io, ConsoleWriter& out, StatusWatchSettings settings,
@@ -124,13 +137,7 @@ void StatusWatch::show(const NodeStatus& node) {
 
 void StatusWatch::note_stragglers(const NodeStatus& node) {
   for (const RankStatus& rank : node.ranks) {
-    const bool named = std::find(stragglers_named_.begin(), stragglers_named_.end(), rank.rank) != stragglers_named_.end();
-    if (!rank.straggler) {
-      if (named) std::erase(stragglers_named_, rank.rank);  // caught up: named again should it fall behind again
-      continue;
-    }
-    if (named) continue;
-    stragglers_named_.push_back(rank.rank);
+    if (!newly_named(stragglers_named_, rank.rank, rank.straggler)) continue;
     const double rate = rank.progress ? rank.progress->steps_per_second : 0;
     const double median = monitor_->straggler_median();
     events_.record({.kind = JobEventKind::straggler,
@@ -146,14 +153,7 @@ void StatusWatch::note_stragglers(const NodeStatus& node) {
 
 void StatusWatch::note_gpu_stragglers(const NodeStatus& node) {
   for (const RankStatus& rank : node.ranks) {
-    const bool named = std::find(gpu_stragglers_named_.begin(), gpu_stragglers_named_.end(), rank.rank) !=
-                       gpu_stragglers_named_.end();
-    if (!rank.gpu_straggler) {
-      if (named) std::erase(gpu_stragglers_named_, rank.rank);
-      continue;
-    }
-    if (named) continue;
-    gpu_stragglers_named_.push_back(rank.rank);
+    if (!newly_named(gpu_stragglers_named_, rank.rank, rank.gpu_straggler)) continue;
     const double utilisation = gpu_utilisation_of(rank).value_or(0);
     const double median = monitor_->gpu_straggler_median();
     events_.record({.kind = JobEventKind::straggler,
@@ -161,7 +161,8 @@ void StatusWatch::note_gpu_stragglers(const NodeStatus& node) {
                     .pid = rank.pid,
                     .detail = {{"gpu_utilization_percent", utilisation}, {"median_gpu_utilization_percent", median}}});
     char text[160];
-    std::snprintf(text, sizeof text, "rank %d is a GPU straggler: its GPU busy %.0f %% of the time, the median of this node's ranks is %.0f %%",
+    std::snprintf(text, sizeof text,
+                  "rank %d is a GPU straggler: its GPU busy %.0f %% of the time, the median of this node's ranks is %.0f %%",
                   rank.rank, utilisation, median);
     print_line(text);
   }

@@ -103,30 +103,7 @@ enum {
   NVML_ERROR_UNKNOWN = 999,
 };
 struct nvmlDevice_st { char unused; }; /* a handle points at devices[index] */
-typedef struct { struct nvmlDevice_st* handle; } nvmlDevice_t;
-struct nvmlEventSet_st;
-typedef struct { struct nvmlEventSet_st* handle; } nvmlEventSet_t;
-typedef int nvmlTemperatureSensors_t;  /* NVML_TEMPERATURE_GPU = 0 */
-typedef int nvmlEnableState_t;         /* DISABLED 0, ENABLED 1 */
-typedef int nvmlMemoryErrorType_t;     /* CORRECTED 0, UNCORRECTED 1 */
-typedef int nvmlEccCounterType_t;      /* VOLATILE 0, AGGREGATE 1 */
-typedef struct {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-} nvmlPciInfo_t;
-typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
-typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
-typedef struct {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId, computeInstanceId;
-} nvmlProcessInfo_t;
-typedef struct {
-  nvmlDevice_t device;
-  unsigned long long eventType, eventData;
-  unsigned int gpuInstanceId, computeInstanceId;
-} nvmlEventData_t;
+#include "nvml_standin_types.h"
 _Static_assert(sizeof(nvmlDevice_t) == 8, "nvmlDevice_t");
 _Static_assert(sizeof(nvmlPciInfo_t) == 68 && offsetof(nvmlPciInfo_t, busId) == 36, "nvmlPciInfo_t");
 _Static_assert(sizeof(nvmlUtilization_t) == 8, "nvmlUtilization_t");

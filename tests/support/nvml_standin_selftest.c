@@ -12,25 +12,7 @@
 #include <unistd.h>
 
 typedef int nvmlReturn_t;
-typedef struct { void* handle; } nvmlDevice_t;
-typedef struct { void* handle; } nvmlEventSet_t;
-typedef struct {
-  char busIdLegacy[16];
-  unsigned int domain, bus, device, pciDeviceId, pciSubSystemId;
-  char busId[32];
-} nvmlPciInfo_t;
-typedef struct { unsigned int gpu, memory; } nvmlUtilization_t;
-typedef struct { unsigned long long total, free, used; } nvmlMemory_t;
-typedef struct {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-  unsigned int gpuInstanceId, computeInstanceId;
-} nvmlProcessInfo_t;
-typedef struct {
-  nvmlDevice_t device;
-  unsigned long long eventType, eventData;
-  unsigned int gpuInstanceId, computeInstanceId;
-} nvmlEventData_t;
+#include "nvml_standin_types.h"
 
 enum { SUCCESS = 0, UNINITIALIZED = 1, INVALID_ARGUMENT = 2, NOT_SUPPORTED = 3, NO_PERMISSION = 4, NOT_FOUND = 6,
        INSUFFICIENT_SIZE = 7, DRIVER_NOT_LOADED = 9, TIMEOUT = 10, GPU_IS_LOST = 15, UNKNOWN = 999 };

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "launcher/observe/metrics_text.hpp"
+#include "rank_gpu_sample.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -174,20 +175,8 @@ TEST(MetricsText, EveryFamilyOnceWithItsSamples) {
 /// GeForce board that tells nothing (NOT_SUPPORTED everywhere) and is a GPU straggler.
 JobStatus with_gpus() {
   JobStatus job = two_ranks();
-  RankGpu busy;
-  busy.index = 3;
-  busy.uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
-  busy.bus_id = "00000000:3B:00.0";
-  busy.utilisation_percent = 97;
-  busy.memory_used_bytes = 65'498'251'264ull;
-  busy.memory_total_bytes = 85'899'345'920ull;
-  busy.own_memory_bytes = 64'424'509'440ull;
-  busy.temperature_c = 71;
-  busy.power_watts = 612.5;
+  RankGpu busy = testing::busy_gpu();
   busy.throttle = {"SwPowerCap", "HwThermalSlowdown", "SwPowerCap"};  // a repeat (a peer's) said once
-  busy.uncorrectable_ecc_errors = 0;
-  busy.xid_count = 2;
-  busy.xids = {13, 79};
   RankGpu lost;
   lost.index = 5;
   lost.uuid = "GPU-\"odd\"";

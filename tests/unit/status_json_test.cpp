@@ -5,6 +5,7 @@
 
 #include "launcher/observe/job_event.hpp"
 #include "launcher/observe/status_json.hpp"
+#include "rank_gpu_sample.hpp"
 
 namespace ddprun::launcher {
 namespace {
@@ -25,18 +26,7 @@ NodeStatus sample_node() {
   rank.straggler = true;
   rank.progress = ProgressSample{42, 4200, "epoch 1 loss 0.5 \xc3\xa9", 0.75, 10.5, 1050};
   rank.gpu_straggler = true;
-  RankGpu busy;
-  busy.index = 3;
-  busy.uuid = "GPU-8932f937-d72c-4106-c12f-20bd9faed9f6";
-  busy.bus_id = "00000000:3B:00.0";
-  busy.utilisation_percent = 97;
-  busy.memory_used_bytes = 65'498'251'264ull;
-  busy.memory_total_bytes = 85'899'345'920ull;
-  busy.own_memory_bytes = 64'424'509'440ull;
-  busy.temperature_c = 71;
-  busy.power_watts = 612.5;
-  busy.throttle = {"SwPowerCap", "HwSlowdown"};
-  busy.uncorrectable_ecc_errors = 0;
+  RankGpu busy = testing::busy_gpu();
   busy.xid_count = 9;
   busy.xids = {13, 31, 43, 45, 48, 63, 74, 79};
   RankGpu lost;  // every optional unknown: a GeForce board, or a GPU fallen off the bus
