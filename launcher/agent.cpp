@@ -277,7 +277,6 @@ void Agent::start_warm_pool() {
   settings.spawn.window = terminal_window();
   WarmPoolHandlers handlers;
   handlers.on_spawned = [this](pid_t pgid) {
-    attempt_pids_.push_back(pgid);
     if (guardian_) guardian_->watch(pgid);
   };
   handlers.on_gone = [this](pid_t pgid) {

@@ -238,17 +238,22 @@ void StatusMonitor::sample_now() {
     }
   }
   const std::vector<bool> stragglers = stragglers_.update(rates, peer_rates_);
-  // The ranks' GPU fields change with a GPU sample (every gpu_interval), not with every /proc one.
-  if (std::exchange(gpus_changed_, false)) show_gpus();
-  std::vector<std::optional<double>> utilisation(ranks_.size());
-  for (std::size_t i = 0; i < ranks_.size(); ++i) {
-    if (ranks_[i]->status.state == RankState::running) utilisation[i] = gpu_utilisation_of(ranks_[i]->status);
+  // The ranks' GPU fields change with a GPU sample (every gpu_interval), not with every /proc one;
+  // so does the GPU straggler rule, which counts GPU samples (a status sample every 0.1 s must not
+  // count one low reading five times).
+  if (std::exchange(gpus_changed_, false)) {
+    show_gpus();
+    std::vector<std::optional<double>> utilisation(ranks_.size());
+    for (std::size_t i = 0; i < ranks_.size(); ++i) {
+      if (ranks_[i]->status.state == RankState::running) utilisation[i] = gpu_utilisation_of(ranks_[i]->status);
+    }
+    const std::vector<bool> gpu_stragglers = gpu_stragglers_.update(utilisation);
+    for (std::size_t i = 0; i < ranks_.size(); ++i) ranks_[i]->status.gpu_straggler = gpu_stragglers[i];
   }
-  const std::vector<bool> gpu_stragglers = gpu_stragglers_.update(utilisation);
   latest_.ranks.resize(ranks_.size());
   for (std::size_t i = 0; i < ranks_.size(); ++i) {
     ranks_[i]->status.straggler = stragglers[i];
-    ranks_[i]->status.gpu_straggler = gpu_stragglers[i];
+    if (ranks_[i]->status.state != RankState::running) ranks_[i]->status.gpu_straggler = false;
     latest_.ranks[i] = ranks_[i]->status;
   }
   latest_.gpu_note = gpu_note_;

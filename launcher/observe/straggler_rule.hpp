@@ -27,8 +27,8 @@ struct StragglerSettings {
 };
 
 /// The GPU straggler rule's settings: a rank whose GPUs are busy less than half the median of the
-/// ranks', for 5 samples in a row, while that median is above 30 %; two ranks suffice (one idle GPU
-/// beside a busy one is the case to see).
+/// ranks', for 5 GPU samples in a row (the status monitor feeds it each GPU sample, every 2 s), while
+/// that median is above 30 %; two ranks suffice (one idle GPU beside a busy one is the case to see).
 inline constexpr StragglerSettings kGpuStragglerSettings{.ratio = 0.5, .min_ranks = 2, .persistence = 5, .floor = 30};
 
 /// The median of `values` (the mean of the middle two for an even count); 0 for none.
