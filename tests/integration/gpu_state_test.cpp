@@ -97,6 +97,40 @@ int files_named(const TempDir& dir, const std::string& prefix) {
 /// A wall-clock time a worker wrote with `date +%s.%N`.
 double time_in(const fs::path& file) { return std::stod(read_file(file)); }
 
+// ---- 0. A GPU straggler, named ----
+
+// Rank 1's GPU idles while rank 0's works: once the GPUs have been sampled 5 times in a row (every
+// 2 s) it is named once, with the figures, and recorded; a job whose GPUs all idle names nobody.
+TEST(GpuStraggler, ARankWhoseGpuIdlesWhileTheOthersWorkIsNamedOnce) {
+  struct Case {
+    const char* name;
+    std::string control;
+    int named;
+  };
+  const std::vector<Case> cases = {
+      {"rank 1 idles", "gpu 0 mem_total=85899345920 util=95\ngpu 1 mem_total=85899345920 util=2\n", 1},
+      {"every GPU idles (waiting on input)", "gpu 0 mem_total=85899345920 util=3\ngpu 1 mem_total=85899345920 util=0\n", 0},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    TempDir dir;
+    ControlFile control(dir);
+    control.write(c.control);
+    Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "2", "--devices-per-worker", "1",
+                                  "--status-interval", "1", "--events", (dir.path() / "events.jsonl").string(),
+                                  "--no-python", "/bin/sh", "-c", "sleep 13"},
+                                 nvml_env(control));
+    EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+    EXPECT_EQ(count_of(outcome.err, "is a GPU straggler"), c.named) << outcome.err;
+    if (c.named == 0) continue;
+    EXPECT_TRUE(contains(outcome.err, "ddprun: rank 1 is a GPU straggler: its GPU busy 2 % of the time, the median "
+                                      "of this node's ranks is 48 %\n"))
+        << outcome.err;
+    EXPECT_FALSE(contains(outcome.err, "rank 0 is a GPU straggler")) << outcome.err;
+    EXPECT_TRUE(contains(read_file(dir.path() / "events.jsonl"), "\"gpu_utilization_percent\":2"));
+  }
+}
+
 // ---- 1. Health, one node ----
 
 /// Marks that it ran (ran_<attempt>_<local rank>), and ends.
