@@ -444,6 +444,36 @@ TEST(GpuStall, AStalledNvmlCallDelaysNeitherTheReactionToAnExitNorDdprunsExit) {
   EXPECT_TRUE(contains(outcome.err, "; the GPU fields keep their last values\n")) << outcome.err;
 }
 
+// The check before a restart with NVML stalled: skipped after its 2 s deadline with one line, the
+// restart goes on (not 30 s later, nor never), and ddprun exits though the NVML call never returns.
+TEST(GpuStall, TheCheckBeforeARestartIsSkippedWithALineWhenNvmlStalls) {
+  TempDir dir;
+  ControlFile control(dir);
+  control.write(kTwoGpus);
+  // Attempt 0 (which started after NVML's first answer) stalls NVML for good, notes when, and fails.
+  const std::string stall = "printf '%s' \"$(cat \"$2\")\nsleep nvmlDeviceGetUtilizationRates forever\n\" > \"$2.next\" && mv \"$2.next\" \"$2\"";
+  const std::string worker = script(dir, "worker.sh",
+                                    "if [ \"$TORCHELASTIC_RESTART_COUNT\" = 0 ]; then\n"
+                                    "  " + stall + "\n"
+                                    "  date +%s.%N > \"$1/failed_at\"\n"
+                                    "  exit 3\n"
+                                    "fi\n"
+                                    "date +%s.%N > \"$1/restarted_at\"\n");
+  Outcome outcome = run_ddprun({"--standalone", "--nproc-per-node", "1", "--max-restarts", "1", "--no-python",
+                                "/bin/sh", worker, dir.str(), control.path().string()},
+                               nvml_env(control));
+  EXPECT_EQ(outcome.exit_status, 0) << outcome.err;
+  EXPECT_EQ(count_of(outcome.err, "ddprun: GPU check skipped: NVML stalled: nvmlDeviceGetUtilizationRates has not "
+                                  "returned for "),
+            1)
+      << outcome.err;
+  EXPECT_TRUE(contains(outcome.err, "; the workers start without it\n")) << outcome.err;
+  ASSERT_TRUE(fs::exists(dir.path() / "restarted_at")) << outcome.err;
+  const double waited = time_in(dir.path() / "restarted_at") - time_in(dir.path() / "failed_at");
+  EXPECT_GT(waited, 1.5) << "the deadline is 2 s";
+  EXPECT_LT(waited, 6.0) << "not the 30 s of NVML's first answer";
+}
+
 // ---- 5. The GPU fields in the status outputs ----
 
 /// GPU 0: busy, hot, power-capped; GPU 1: less so (not a GPU straggler: above half the median).
