@@ -444,12 +444,15 @@ void Agent::start_attempt() {
     to_warm = specs_to_warm();
   }
   // The GPU gate first: an unhealthy GPU refuses the start, a restart waits for the stopped workers'
-  // GPU memory (devices/gpu_gate.hpp).
-  auto gate = [this, sight = std::move(sight)](std::function<void(bool)> go) {
-    gpu_gate_->check(sight, std::exchange(previous_pids_, {}), [this, go](std::optional<std::string> refused) {
-      if (refused) dispatch(event::StartFailed{*refused, true});
-      go(!refused);
-    });
+  // GPU memory (devices/gpu_gate.hpp). The next interpreters are warmed once the gate has let the
+  // first workers take the waiting ones (warm_next before that would warm the set in their place).
+  auto gate = [this, sight = std::move(sight), to_warm = std::move(to_warm)](std::function<void(bool)> go) {
+    gpu_gate_->check(sight, std::exchange(previous_pids_, {}),
+                     [this, go, to_warm](std::optional<std::string> refused) {
+                       if (refused) dispatch(event::StartFailed{*refused, true});
+                       go(!refused);
+                       if (!refused && to_warm && warm_) warm_->warm_next(*to_warm);
+                     });
   };
   group_->start(count, [this, specs = std::move(specs)](std::size_t i) {
     PreparedWorker worker{specs[i], {}};
@@ -466,7 +469,6 @@ void Agent::start_attempt() {
     workers_.preparing(worker.spec);
     return worker;
   }, std::move(gate));
-  if (to_warm && warm_) warm_->warm_next(std::move(*to_warm));
 }
 
 void Agent::wait_child_exits() {
