@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string_view>
+#include <utility>
 
 #include "launcher/base/terminal_safe.hpp"
 #include "launcher/output/live_region.hpp"
@@ -133,37 +136,45 @@ std::string rank_line(const RankStatus& rank, const BlockWidths& widths, bool co
   return line;
 }
 
+/// A figure of each rank for the status line, "; LABEL 0:1204 1:1199 2:-" (nothing known: "-"), or
+/// past kStepsListed ranks "; LABEL min 3 (rank 7), median 110, max 119 (rank 19)" of the known
+/// ones ("; LABEL -" when none is); "" for no rank. `unit` follows each value ("%").
+std::string per_rank_figures(std::string_view label, const std::vector<std::pair<int, std::optional<double>>>& figures,
+                             bool listed, std::string_view unit = "") {
+  if (figures.empty()) return {};
+  std::string text = fmt::format("; {}", label);
+  if (listed) {
+    for (const auto& [rank, value] : figures) {
+      text += fmt::format(" {}:{}", rank, value ? fmt::format("{:.0f}{}", *value, unit) : "-");
+    }
+    return text;
+  }
+  std::vector<std::pair<int, double>> known;
+  for (const auto& [rank, value] : figures) {
+    if (value) known.emplace_back(rank, *value);
+  }
+  if (known.empty()) return text + " -";
+  auto by_value = [](const auto& a, const auto& b) { return a.second < b.second; };
+  const auto lowest = *std::min_element(known.begin(), known.end(), by_value);
+  const auto highest = *std::max_element(known.begin(), known.end(), by_value);
+  std::vector<double> values;
+  for (const auto& entry : known) values.push_back(entry.second);
+  return text + fmt::format(" min {:.0f}{} (rank {}), median {:.0f}{}, max {:.0f}{} (rank {})", lowest.second, unit,
+                            lowest.first, median_of(values), unit, highest.second, unit, highest.first);
+}
+
 /// The status line's GPU part, "" when no rank has a GPU: each rank's shown GPU utilisation (min,
 /// median and max past kStepsListed ranks), the GPU stragglers, the ranks whose GPU has a problem,
 /// and the node's gpu_note.
 std::string gpu_summary(const NodeStatus& node) {
-  std::string text;
-  std::vector<std::pair<int, double>> known;  // rank, utilisation
-  bool any = false;
-  std::string listed;
+  std::vector<std::pair<int, std::optional<double>>> utilisation;
   for (const RankStatus& rank : node.ranks) {
     const RankGpu* gpu = shown_gpu(rank);
     if (gpu == nullptr) continue;
-    any = true;
-    const auto util = gpu->problem.empty() ? gpu->utilisation_percent : std::nullopt;
-    listed += fmt::format(" {}:{}", rank.rank, util ? fmt::format("{}%", *util) : "-");
-    if (util) known.emplace_back(rank.rank, *util);
+    const bool known = gpu->problem.empty() && gpu->utilisation_percent.has_value();
+    utilisation.emplace_back(rank.rank, known ? std::optional<double>(*gpu->utilisation_percent) : std::nullopt);
   }
-  if (any) {
-    if (node.ranks.size() <= kStepsListed) {
-      text += "; gpu" + listed;
-    } else if (known.empty()) {
-      text += "; gpu -";
-    } else {
-      auto by_util = [](const auto& a, const auto& b) { return a.second < b.second; };
-      const auto lowest = *std::min_element(known.begin(), known.end(), by_util);
-      const auto highest = *std::max_element(known.begin(), known.end(), by_util);
-      std::vector<double> values;
-      for (const auto& entry : known) values.push_back(entry.second);
-      text += fmt::format("; gpu min {:.0f}% (rank {}), median {:.0f}%, max {:.0f}% (rank {})", lowest.second,
-                          lowest.first, median_of(values), highest.second, highest.first);
-    }
-  }
+  std::string text = per_rank_figures("gpu", utilisation, node.ranks.size() <= kStepsListed, "%");
   std::string stragglers;
   std::string problems;
   for (const RankStatus& rank : node.ranks) {
@@ -306,27 +317,13 @@ std::vector<std::string> render_status_block(const NodeStatus& node, std::size_t
 
 std::string render_status_line(const NodeStatus& node) {
   std::string line = "status: " + state_counts(node);
-  std::vector<const RankStatus*> reporting;
+  std::vector<std::pair<int, std::optional<double>>> steps;
+  bool any_step = false;
   for (const RankStatus& rank : node.ranks) {
-    if (rank.progress) reporting.push_back(&rank);
+    steps.emplace_back(rank.rank, rank.progress ? std::optional<double>(static_cast<double>(rank.progress->step)) : std::nullopt);
+    any_step = any_step || rank.progress.has_value();
   }
-  if (!reporting.empty()) {
-    line += "; step";
-    if (node.ranks.size() <= kStepsListed) {
-      for (const RankStatus& rank : node.ranks) {
-        line += fmt::format(" {}:{}", rank.rank, rank.progress ? std::to_string(rank.progress->step) : "-");
-      }
-    } else {
-      auto lowest = *std::min_element(reporting.begin(), reporting.end(),
-                                      [](auto* a, auto* b) { return a->progress->step < b->progress->step; });
-      auto highest = *std::max_element(reporting.begin(), reporting.end(),
-                                        [](auto* a, auto* b) { return a->progress->step < b->progress->step; });
-      std::vector<double> steps;
-      for (const RankStatus* rank : reporting) steps.push_back(static_cast<double>(rank->progress->step));
-      line += fmt::format(" min {} (rank {}), median {:.0f}, max {} (rank {})", lowest->progress->step, lowest->rank,
-                          median_of(steps), highest->progress->step, highest->rank);
-    }
-  }
+  if (any_step) line += per_rank_figures("step", steps, node.ranks.size() <= kStepsListed);
   bool any_rate = false;
   const double rate = node_samples_per_second(node, &any_rate);
   if (any_rate) line += fmt::format("; {} samples/s", format_count(rate));
