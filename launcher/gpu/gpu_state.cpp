@@ -77,10 +77,14 @@ std::optional<std::string> health_problem(const GpuState& gpu) {
   return std::nullopt;
 }
 
+std::string describe_gpu(unsigned int index, const std::string& uuid, const std::string& bus_id) {
+  return "GPU " + std::to_string(index) + " (" + (uuid.empty() ? std::string("uuid unknown") : uuid) + ", " +
+         (bus_id.empty() ? std::string("bus unknown") : "bus " + bus_id) + ")";
+}
+
 std::string describe_unhealthy_gpu(const GpuState& gpu, const std::string& reason) {
   const auto& id = gpu.identity;
-  return "GPU " + std::to_string(id.index) + " (" + (id.uuid.empty() ? std::string("uuid unknown") : id.uuid) + ", " +
-         (id.bus_id.empty() ? std::string("bus unknown") : "bus " + id.bus_id) + ") " + reason;
+  return describe_gpu(id.index, id.uuid, id.bus_id) + " " + reason;
 }
 
 VisibleGpus visible_gpus(const std::optional<std::string>& cuda_visible_devices,

@@ -73,8 +73,11 @@ std::vector<std::string> throttle_reason_names(std::uint64_t reasons);
 /// unknown is no reason: a GPU without ECC is not unhealthy.
 std::optional<std::string> health_problem(const GpuState& gpu);
 
-/// The line for an unhealthy GPU: "GPU 2 (GPU-8932f937-..., bus 00000000:3B:00.0) <reason>",
-/// with "uuid unknown" / "bus unknown" for what NVML did not say.
+/// A GPU by every name it has: "GPU 2 (GPU-8932f937-..., bus 00000000:3B:00.0)", with "uuid
+/// unknown" / "bus unknown" for what NVML did not say.
+std::string describe_gpu(unsigned int index, const std::string& uuid, const std::string& bus_id);
+
+/// The line for an unhealthy GPU: describe_gpu's names, then the reason.
 std::string describe_unhealthy_gpu(const GpuState& gpu, const std::string& reason);
 
 /// The GPUs one worker sees, as NVML indices, in the worker's own order (its cuda:0 first).

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <set>
 
+#include "launcher/gpu/gpu_state.hpp"
 #include "launcher/observe/status_render.hpp"
 #include "launcher/base/terminal_safe.hpp"
 
@@ -39,10 +40,8 @@ std::string gpu_lines(const std::vector<NodeStatus>& nodes) {
     for (const auto& rank : node.ranks) {
       for (const auto& gpu : rank.gpus) {
         if (gpu.problem.empty() || !said.insert(gpu.index).second) continue;
-        out += "node " + std::to_string(node.node_rank) + ": GPU " + std::to_string(gpu.index) + " (" +
-               (gpu.uuid.empty() ? std::string("uuid unknown") : terminal_safe_line(gpu.uuid)) + ", " +
-               (gpu.bus_id.empty() ? std::string("bus unknown") : "bus " + terminal_safe_line(gpu.bus_id)) + ") " +
-               terminal_safe_line(gpu.problem) + "\n";
+        out += "node " + std::to_string(node.node_rank) + ": " +
+               terminal_safe_line(describe_gpu(gpu.index, gpu.uuid, gpu.bus_id) + " " + gpu.problem) + "\n";
       }
     }
   }
